@@ -1,0 +1,334 @@
+/**
+ * The wire protocol: every event type, close code and default limit that the
+ * worker, the room, the client SDK and the load tool agree on. Nothing else in
+ * the project defines a frame shape or a close code; import them from here.
+ *
+ * Human-readable version: docs/protocol.md.
+ *
+ * This module has no runtime dependencies so the browser SDK can bundle it.
+ */
+
+export const PROTOCOL_VERSION = 1;
+
+// ---------------------------------------------------------------------------
+// Heartbeat: answered by the runtime itself (setWebSocketAutoResponse), so a
+// ping never wakes a hibernated room.
+// ---------------------------------------------------------------------------
+
+export const PING = "ping";
+export const PONG = "pong";
+
+// ---------------------------------------------------------------------------
+// Server -> client events. A frame is JSON text holding one event object or a
+// JSON array of event objects (a coalesced batch).
+// ---------------------------------------------------------------------------
+
+/** First event on every new socket: where the room stands right now. */
+export interface WelcomeEvent {
+  type: "welcome";
+  room: string;
+  /** Latest seq published in the room when the socket was accepted. */
+  seq: number;
+  /** Identity of the room's history; a different epoch means seqs restarted. */
+  epoch: string;
+  /** Unacknowledged bytes a socket may have in flight before frames are dropped. */
+  window: number;
+}
+
+/** One published message. `seq` grows by exactly 1 per message within a room. */
+export interface MessageEvent<T = unknown> {
+  type: "message";
+  seq: number;
+  data: T;
+  /** Publish time, epoch milliseconds (server clock). */
+  ts: number;
+}
+
+/**
+ * Continuity was lost: messages `from`..`to` (inclusive) will never be
+ * delivered to this socket. `reason`:
+ * - "history": they aged out of the room's bounded history before they could be replayed;
+ * - "epoch": the room's history itself was lost (the epoch changed); `from`/`to`
+ *   span the seqs the client asked for, and the client should reload its state
+ *   and continue from the welcome's `seq`.
+ */
+export interface LostEvent {
+  type: "lost";
+  reason: "history" | "epoch";
+  from: number;
+  to: number;
+}
+
+/** Ends the answer to a `replay` request: `from`..`to` were sent (or reported lost). */
+export interface ReplayedEvent {
+  type: "replayed";
+  from: number;
+  to: number;
+  /** True when the window filled up before the requested range was done; ask again after acking. */
+  truncated: boolean;
+}
+
+/** Answer to a socket `publish` frame. */
+export interface PublishedEvent {
+  type: "published";
+  /** The client's correlation id, echoed back. */
+  id?: string;
+  seq: number;
+}
+
+/** A client frame was refused without closing the socket. */
+export interface ErrorEvent {
+  type: "error";
+  code: ErrorCode;
+  message: string;
+  /** The client's correlation id when the refused frame carried one. */
+  id?: string;
+}
+
+export type ServerEvent =
+  | WelcomeEvent
+  | MessageEvent
+  | LostEvent
+  | ReplayedEvent
+  | PublishedEvent
+  | ErrorEvent;
+
+export type ServerEventType = ServerEvent["type"];
+
+// ---------------------------------------------------------------------------
+// Client -> server frames: JSON objects with a `type` (besides the text "ping").
+// ---------------------------------------------------------------------------
+
+/** "I have received everything up to and including `seq`." Frees window space. */
+export interface AckFrame {
+  type: "ack";
+  seq: number;
+}
+
+/** Re-send messages `from`..`to` (inclusive; `to` defaults to the latest) from history. */
+export interface ReplayFrame {
+  type: "replay";
+  from: number;
+  to?: number;
+}
+
+/** Publish `data` into the room from the socket (when the room allows it). */
+export interface PublishFrame {
+  type: "publish";
+  data: unknown;
+  id?: string;
+}
+
+export type ClientFrame = AckFrame | ReplayFrame | PublishFrame;
+
+// ---------------------------------------------------------------------------
+// Close codes. `reconnect` says what a client must do after it: true means
+// reconnect with backoff and resume with `since`; false means stop (the same
+// request would be refused again).
+// ---------------------------------------------------------------------------
+
+export const CloseCode = {
+  /** The client or server ended the session on purpose. */
+  NORMAL: 1000,
+  /** The server is going away (deploy, shutdown of the object). */
+  GOING_AWAY: 1001,
+  /** A frame was larger than the room accepts. */
+  MESSAGE_TOO_BIG: 1009,
+  /** Unexpected server error; safe to retry. */
+  INTERNAL_ERROR: 1011,
+  /** Service restart (local server shutdown, deploy). Reconnect and resume. */
+  SERVICE_RESTART: 1012,
+  /** Temporary overload. */
+  TRY_AGAIN_LATER: 1013,
+  /** The client sent a frame that is not valid protocol (bad JSON, unknown type, bad field). */
+  BAD_FRAME: 4000,
+  /** The token is missing, invalid or expired. */
+  UNAUTHORIZED: 4001,
+  /** The token does not allow this room or this action. */
+  FORBIDDEN: 4003,
+  /** The client did not acknowledge fast enough and stayed over its window. Reconnect and resume. */
+  SLOW_CONSUMER: 4008,
+  /** The client sent frames faster than its rate limit. */
+  RATE_LIMITED: 4009,
+  /** No heartbeat or frame from the client within the idle timeout. */
+  IDLE_TIMEOUT: 4010,
+} as const;
+
+export type CloseCodeName = keyof typeof CloseCode;
+export type CloseCodeValue = (typeof CloseCode)[CloseCodeName];
+
+export interface CloseCodeInfo {
+  name: CloseCodeName;
+  /** Whether a client should reconnect (with backoff, resuming with `since`). */
+  reconnect: boolean;
+  description: string;
+}
+
+/** The one table that decides reconnect versus stop; docs/protocol.md mirrors it. */
+export const CLOSE_CODES: Readonly<Record<CloseCodeValue, CloseCodeInfo>> = {
+  1000: { name: "NORMAL", reconnect: false, description: "closed on purpose" },
+  1001: { name: "GOING_AWAY", reconnect: true, description: "server going away" },
+  1009: { name: "MESSAGE_TOO_BIG", reconnect: false, description: "client frame over the size limit" },
+  1011: { name: "INTERNAL_ERROR", reconnect: true, description: "unexpected server error" },
+  1012: { name: "SERVICE_RESTART", reconnect: true, description: "service restart; resume with since" },
+  1013: { name: "TRY_AGAIN_LATER", reconnect: true, description: "temporary overload" },
+  4000: { name: "BAD_FRAME", reconnect: false, description: "invalid client frame" },
+  4001: { name: "UNAUTHORIZED", reconnect: false, description: "missing, invalid or expired token" },
+  4003: { name: "FORBIDDEN", reconnect: false, description: "token does not allow this" },
+  4008: { name: "SLOW_CONSUMER", reconnect: true, description: "over the unacknowledged window too long; resume with since" },
+  4009: { name: "RATE_LIMITED", reconnect: true, description: "client frames over the rate limit" },
+  4010: { name: "IDLE_TIMEOUT", reconnect: true, description: "no heartbeat within the idle timeout" },
+};
+
+/**
+ * Whether a client should reconnect after a close with `code`. Codes not in the
+ * table (1005/1006 abnormal closures, network failures, unknown codes) are
+ * treated as transient: reconnect.
+ */
+export function shouldReconnect(code: number): boolean {
+  const info = (CLOSE_CODES as Readonly<Record<number, CloseCodeInfo | undefined>>)[code];
+  return info ? info.reconnect : true;
+}
+
+// ---------------------------------------------------------------------------
+// Error codes carried in HTTP JSON bodies ({"error": code, "message": ...})
+// and in `error` events.
+// ---------------------------------------------------------------------------
+
+export type ErrorCode =
+  | "bad_room"
+  | "bad_request"
+  | "bad_json"
+  | "bad_frame"
+  | "too_large"
+  | "upgrade_required"
+  | "unauthorized"
+  | "forbidden"
+  | "not_found"
+  | "method_not_allowed"
+  | "room_full"
+  | "over_capacity"
+  | "rate_limited"
+  | "internal";
+
+export interface ErrorBody {
+  error: ErrorCode;
+  message: string;
+}
+
+// ---------------------------------------------------------------------------
+// Limits and defaults. Deployments override them with wrangler.toml vars of
+// the same name; these are the values used when a var is absent.
+// ---------------------------------------------------------------------------
+
+export const DEFAULTS = {
+  /** Largest HTTP publish body, bytes. */
+  MAX_MESSAGE_BYTES: 64 * 1024,
+  /** Largest client frame, bytes; larger frames close the socket with 1009. */
+  MAX_FRAME_BYTES: 64 * 1024,
+  /** Messages kept in a room's history for resume and replay. */
+  HISTORY_MAX_MESSAGES: 1000,
+  /** Age after which history messages are dropped, seconds. */
+  HISTORY_MAX_AGE_SECONDS: 120,
+  /** Unacknowledged bytes in flight per socket before live frames are dropped. */
+  WINDOW_BYTES: 1024 * 1024,
+  /** Consecutive dropped frames after which a socket is closed with SLOW_CONSUMER. */
+  SLOW_DROPS_BEFORE_CLOSE: 64,
+  /** Milliseconds a socket may stay over its window before it is closed with SLOW_CONSUMER. */
+  SLOW_GRACE_MS: 10_000,
+  /** Upper bound of one coalesced frame, bytes (a single larger message is still sent alone). */
+  BATCH_MAX_BYTES: 64 * 1024,
+  /** Upper bound of one coalesced frame, events. */
+  BATCH_MAX_EVENTS: 256,
+  /** Extra milliseconds to wait for more messages before a flush; 0 = never wait. */
+  FLUSH_DELAY_MS: 0,
+  /** A socket with no ping and no frame for this long is closed with IDLE_TIMEOUT. */
+  IDLE_TIMEOUT_SECONDS: 90,
+  /** Interval at which clients should send "ping". */
+  PING_INTERVAL_SECONDS: 25,
+} as const;
+
+/** Room names: 1-64 characters from a URL-safe set. */
+export const ROOM_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:~-]{0,63}$/;
+
+export function isValidRoomName(name: string): boolean {
+  return ROOM_NAME_PATTERN.test(name);
+}
+
+// ---------------------------------------------------------------------------
+// Parsing. Both directions share these so a malformed frame gets the same
+// answer everywhere.
+// ---------------------------------------------------------------------------
+
+export type ParseResult<T> = { ok: true; value: T } | { ok: false; error: string };
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function isSeq(v: unknown): v is number {
+  return typeof v === "number" && Number.isSafeInteger(v) && v >= 0;
+}
+
+/** Parses one client frame (anything but the heartbeat text). */
+export function parseClientFrame(text: string): ParseResult<ClientFrame> {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return { ok: false, error: "frame is not JSON" };
+  }
+  if (!isObject(value)) return { ok: false, error: "frame must be a JSON object" };
+  switch (value.type) {
+    case "ack":
+      if (!isSeq(value.seq)) return { ok: false, error: "ack.seq must be a non-negative integer" };
+      return { ok: true, value: { type: "ack", seq: value.seq } };
+    case "replay": {
+      if (!isSeq(value.from) || value.from < 1) return { ok: false, error: "replay.from must be a positive integer" };
+      if (value.to !== undefined && (!isSeq(value.to) || value.to < value.from)) {
+        return { ok: false, error: "replay.to must be an integer >= from" };
+      }
+      const frame: ReplayFrame = { type: "replay", from: value.from };
+      if (value.to !== undefined) frame.to = value.to;
+      return { ok: true, value: frame };
+    }
+    case "publish": {
+      if (!("data" in value) || value.data === undefined) return { ok: false, error: "publish.data is required" };
+      if (value.id !== undefined && (typeof value.id !== "string" || value.id.length > 128)) {
+        return { ok: false, error: "publish.id must be a string of at most 128 characters" };
+      }
+      const frame: PublishFrame = { type: "publish", data: value.data };
+      if (typeof value.id === "string") frame.id = value.id;
+      return { ok: true, value: frame };
+    }
+    default:
+      return { ok: false, error: `unknown frame type ${JSON.stringify(String(value.type))}` };
+  }
+}
+
+/** Parses one server frame into its events (a frame is one event or an array of them). */
+export function parseServerFrame(text: string): ParseResult<ServerEvent[]> {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return { ok: false, error: "frame is not JSON" };
+  }
+  const items = Array.isArray(value) ? value : [value];
+  for (const item of items) {
+    if (!isObject(item) || typeof item.type !== "string") {
+      return { ok: false, error: "every event must be an object with a type" };
+    }
+  }
+  return { ok: true, value: items as ServerEvent[] };
+}
+
+/** URL path of a room's WebSocket endpoint. */
+export function roomSocketPath(room: string): string {
+  return `/rooms/${encodeURIComponent(room)}/ws`;
+}
+
+/** URL path of a room's HTTP publish endpoint. */
+export function roomPublishPath(room: string): string {
+  return `/rooms/${encodeURIComponent(room)}/publish`;
+}

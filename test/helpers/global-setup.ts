@@ -1,0 +1,6 @@
+import { buildWorker } from "../../worker/local/build.mjs";
+
+/** Builds the worker bundle once; every local server in the run starts with --no-build. */
+export default async function setup(): Promise<void> {
+  await buildWorker();
+}

@@ -1,0 +1,158 @@
+import WebSocket from "ws";
+import { parseServerFrame, type MessageEvent, type ServerEvent } from "../../client-sdk/src/protocol";
+
+export interface CloseInfo {
+  code: number;
+  reason: string;
+}
+
+export interface OpenOptions {
+  /** Acknowledge every message as it arrives (a well-behaved client). Default true. */
+  autoAck?: boolean;
+}
+
+/**
+ * A raw protocol client for tests: records every event the server sends,
+ * in order, and how the socket closed.
+ */
+export class TestSocket {
+  readonly ws: WebSocket;
+  readonly events: ServerEvent[] = [];
+  readonly frames: string[] = [];
+  readonly closed: Promise<CloseInfo>;
+  closeInfo: CloseInfo | null = null;
+  #waiters = new Set<() => void>();
+
+  private constructor(ws: WebSocket, autoAck: boolean) {
+    this.ws = ws;
+    this.closed = new Promise((resolve) => {
+      const settle = (code: number, reason: string) => {
+        if (this.closeInfo) return;
+        this.closeInfo = { code, reason };
+        resolve(this.closeInfo);
+        this.#notify();
+      };
+      ws.on("close", (code, reason) => settle(code, reason.toString()));
+      // workerd may keep the TCP connection of a hibernatable socket open for
+      // seconds after a completed close handshake, and ws reports "close" only
+      // when TCP ends (30 s timeout). The close frame is what the server said.
+      ws.once("open", () => {
+        const receiver = (ws as unknown as { _receiver?: NodeJS.EventEmitter })._receiver;
+        receiver?.on("conclude", (code: number, reason: Buffer) => settle(code, reason.toString()));
+      });
+    });
+    ws.on("message", (data) => {
+      const text = data.toString();
+      this.frames.push(text);
+      if (text === "pong") return this.#notify();
+      const parsed = parseServerFrame(text);
+      if (!parsed.ok) throw new Error(`server sent an invalid frame: ${text}`);
+      this.events.push(...parsed.value);
+      if (autoAck) {
+        const last = parsed.value.filter((e): e is MessageEvent => e.type === "message").at(-1);
+        if (last) ws.send(JSON.stringify({ type: "ack", seq: last.seq }));
+      }
+      this.#notify();
+    });
+    ws.on("error", () => this.#notify());
+  }
+
+  static open(url: string, options: OpenOptions = {}): Promise<TestSocket> {
+    return new Promise((resolve, reject) => {
+      const ws = new WebSocket(url);
+      const socket = new TestSocket(ws, options.autoAck ?? true);
+      ws.once("open", () => resolve(socket));
+      ws.once("unexpected-response", (_req, res) => reject(new Error(`upgrade refused: HTTP ${res.statusCode}`)));
+      ws.once("error", reject);
+    });
+  }
+
+  get messages(): MessageEvent[] {
+    return this.events.filter((e): e is MessageEvent => e.type === "message");
+  }
+
+  send(frame: unknown): void {
+    this.ws.send(typeof frame === "string" ? frame : JSON.stringify(frame));
+  }
+
+  /** Waits until `predicate` holds (re-checked on every frame), or fails after `timeoutMs`. */
+  async waitFor(predicate: (socket: TestSocket) => boolean, timeoutMs = 10_000, what = "condition"): Promise<void> {
+    if (predicate(this)) return;
+    await new Promise<void>((resolve, reject) => {
+      const check = () => {
+        if (predicate(this)) {
+          clearTimeout(timer);
+          this.#waiters.delete(check);
+          resolve();
+        }
+      };
+      const timer = setTimeout(() => {
+        this.#waiters.delete(check);
+        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last events: ${JSON.stringify(this.events.slice(-3))}`));
+      }, timeoutMs);
+      this.#waiters.add(check);
+    });
+  }
+
+  waitForMessages(count: number, timeoutMs = 10_000): Promise<void> {
+    return this.waitFor((s) => s.messages.length >= count, timeoutMs, `${count} messages`);
+  }
+
+  /** Stops reading from the TCP socket, so the kernel buffers fill and the server's sends pile up. */
+  pauseReading(): void {
+    (this.ws as unknown as { _socket: { pause(): void } })._socket.pause();
+  }
+
+  close(): void {
+    this.ws.close(1000);
+  }
+
+  #notify(): void {
+    for (const waiter of [...this.#waiters]) waiter();
+  }
+}
+
+/** Publishes over HTTP and returns the parsed JSON answer with its status. */
+export async function publish(
+  baseUrl: string,
+  room: string,
+  data: unknown,
+): Promise<{ status: number; body: { seq: number; recipients: number } & Record<string, unknown> }> {
+  const res = await fetch(`${baseUrl}/rooms/${room}/publish`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(data),
+  });
+  return { status: res.status, body: (await res.json()) as { seq: number; recipients: number } };
+}
+
+export async function roomStats(baseUrl: string, room: string): Promise<Record<string, number>> {
+  const res = await fetch(`${baseUrl}/rooms/${room}`);
+  return (await res.json()) as Record<string, number>;
+}
+
+/** Asserts-by-throwing that `messages` are exactly seqs from..to, each once, in order. */
+export function expectSeqs(messages: MessageEvent[], from: number, to: number): void {
+  const seqs = messages.map((m) => m.seq);
+  const expected = Array.from({ length: to - from + 1 }, (_, i) => from + i);
+  if (JSON.stringify(seqs) !== JSON.stringify(expected)) {
+    throw new Error(`expected seqs ${from}..${to}, got ${JSON.stringify(seqs)}`);
+  }
+}
+
+/** Attempts an upgrade that the server should refuse; returns the HTTP status and body it answered with. */
+export function refusedUpgrade(url: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url);
+    ws.once("open", () => {
+      ws.close();
+      reject(new Error(`expected ${url} to be refused, but it upgraded`));
+    });
+    ws.once("unexpected-response", (_req, res) => {
+      let body = "";
+      res.on("data", (chunk: Buffer) => (body += chunk.toString()));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    ws.once("error", (error) => reject(error));
+  });
+}

@@ -1,0 +1,129 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { CloseCode, type WelcomeEvent } from "../../client-sdk/src/protocol";
+import { startServer, type LocalServer } from "../helpers/server";
+import { expectSeqs, publish, refusedUpgrade, roomStats, TestSocket } from "../helpers/socket";
+
+const servers: LocalServer[] = [];
+async function serve(...args: Parameters<typeof startServer>): Promise<LocalServer> {
+  const server = await startServer(...args);
+  servers.push(server);
+  return server;
+}
+
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((s) => s.stop("SIGKILL")));
+});
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("hibernation", () => {
+  it("delivers to sockets it already had after the room hibernated, with seq continuing", async () => {
+    const server = await serve();
+    const room = "hibernate";
+    const s = await TestSocket.open(`${server.wsUrl}/rooms/${room}/ws`);
+    await publish(server.url, room, "before");
+    await s.waitForMessages(1);
+    const before = await roomStats(server.url, room);
+
+    // Idle for longer than the runtime's 10 s eviction delay; heartbeats are answered
+    // by the runtime and must not wake (or keep awake) the room.
+    for (let i = 0; i < 6; i++) {
+      await sleep(2500);
+      s.send("ping");
+    }
+    await s.waitFor((x) => x.frames.filter((f) => f === "pong").length >= 6, 5000, "pongs");
+
+    const answer = await publish(server.url, room, "after");
+    expect(answer.body).toMatchObject({ seq: 2, recipients: 1 });
+    await s.waitForMessages(2);
+    expectSeqs(s.messages, 1, 2);
+    const after = await roomStats(server.url, room);
+    // A new instance: the constructor ran again, so the object had been evicted.
+    expect(after.starts).toBe(before.starts + 1);
+    expect(after.instanceStartedAt).toBeGreaterThan(before.instanceStartedAt);
+    expect(after.connections).toBe(1);
+    s.close();
+  }, 40_000);
+});
+
+describe("restart and shutdown", () => {
+  it("closes every socket with 1012 on SIGTERM; after restart seq continues and resume loses nothing", async () => {
+    const server = await serve();
+    const room = "restart";
+    const sockets = await Promise.all([1, 2, 3].map(() => TestSocket.open(`${server.wsUrl}/rooms/${room}/ws`)));
+    for (let i = 0; i < 5; i++) await publish(server.url, room, { i });
+    for (const s of sockets) await s.waitForMessages(5);
+    const epoch = (sockets[0]?.events[0] as WelcomeEvent).epoch;
+
+    await server.restart();
+    for (const s of sockets) expect((await s.closed).code).toBe(CloseCode.SERVICE_RESTART);
+
+    for (let i = 5; i < 8; i++) {
+      const answer = await publish(server.url, room, { i });
+      expect(answer.body.seq).toBe(i + 1);
+    }
+    const resumed = await TestSocket.open(`${server.wsUrl}/rooms/${room}/ws?since=5&epoch=${epoch}`);
+    await resumed.waitForMessages(3);
+    await publish(server.url, room, { i: 8 });
+    await resumed.waitForMessages(4);
+    expectSeqs(resumed.messages, 6, 9);
+    expect((resumed.events[0] as WelcomeEvent).epoch).toBe(epoch);
+    resumed.close();
+  });
+
+  it("closes sockets with 1012 on SIGINT too", async () => {
+    const server = await serve();
+    const s = await TestSocket.open(`${server.wsUrl}/rooms/sigint/ws`);
+    await server.stop("SIGINT");
+    expect((await s.closed).code).toBe(CloseCode.SERVICE_RESTART);
+  });
+});
+
+describe("reaping", () => {
+  it("closes a socket that sends no heartbeat with 4010 and keeps one that pings", async () => {
+    const server = await serve({ vars: { IDLE_TIMEOUT_SECONDS: "2" } });
+    const room = "reap";
+    const silent = await TestSocket.open(`${server.wsUrl}/rooms/${room}/ws`);
+    const alive = await TestSocket.open(`${server.wsUrl}/rooms/${room}/ws`);
+    const pinger = setInterval(() => alive.send("ping"), 500);
+    try {
+      const closed = await silent.closed;
+      expect(closed.code).toBe(CloseCode.IDLE_TIMEOUT);
+      await sleep(3000);
+      expect(alive.closeInfo).toBeNull();
+      const stats = await roomStats(server.url, room);
+      expect(stats.connections).toBe(1);
+    } finally {
+      clearInterval(pinger);
+      alive.close();
+    }
+  }, 30_000);
+});
+
+describe("descriptor ceiling", () => {
+  it("refuses upgrades with 503 before the descriptor limit and keeps serving connected sockets", async () => {
+    const server = await serve({ fdLimit: 400 });
+    expect(server.output()).toContain("descriptor limit 400");
+    const room = "ceiling";
+    const held: TestSocket[] = [];
+    let refusal: { status: number; body: string } | null = null;
+    for (let i = 0; i < 400 && !refusal; i++) {
+      try {
+        held.push(await TestSocket.open(`${server.wsUrl}/rooms/${room}/ws`));
+      } catch {
+        refusal = await refusedUpgrade(`${server.wsUrl}/rooms/${room}/ws`);
+      }
+      // Let the launcher's descriptor sample catch up now and then, as a real ramp would.
+      if (i % 50 === 49) await sleep(150);
+    }
+    expect(refusal?.status).toBe(503);
+    expect(JSON.parse(refusal?.body ?? "{}")).toMatchObject({ error: "over_capacity" });
+    expect(held.length).toBeGreaterThan(50);
+
+    // Still alive: everyone connected gets the next message.
+    const answer = await publish(server.url, room, "still here");
+    expect(answer.body.recipients).toBe(held.length);
+    for (const s of held) await s.waitForMessages(1);
+    for (const s of held) s.close();
+  }, 60_000);
+});

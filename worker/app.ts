@@ -1,0 +1,103 @@
+import { Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { isValidRoomName } from "../client-sdk/src/protocol";
+import { readLimits, type Limits } from "../durable-objects/config";
+import { logEvent } from "../durable-objects/log";
+import { ROOM_NAME_HEADER } from "../durable-objects/room/room";
+import type { Env } from "./env";
+import { jsonError } from "./errors";
+import { localRoutes } from "./local-routes";
+import { admitSocket } from "./local-admission";
+import { decodePublishBody } from "./publish-body";
+
+type AppEnv = { Bindings: Env; Variables: { limits: Limits; room: string } };
+
+const limitsCache = new WeakMap<object, Limits>();
+
+function limitsOf(env: Env): Limits {
+  let limits = limitsCache.get(env);
+  if (!limits) {
+    limits = readLimits(env);
+    limitsCache.set(env, limits);
+  }
+  return limits;
+}
+
+export const app = new Hono<AppEnv>();
+
+app.onError((error, c) => {
+  logEvent("error", { path: c.req.path, error: String(error), stack: error instanceof Error ? error.stack : undefined });
+  return jsonError(c, 500, "internal", "internal error");
+});
+
+app.notFound((c) => jsonError(c, 404, "not_found", `no route for ${c.req.method} ${c.req.path}`));
+
+app.use("*", async (c, next) => {
+  c.set("limits", limitsOf(c.env));
+  await next();
+});
+
+app.get("/healthz", (c) => c.json({ ok: true }));
+
+app.route("/__local", localRoutes);
+
+// Every /rooms/:room route validates the name once, here.
+app.use("/rooms/:room/*", async (c, next) => {
+  const room = c.req.param("room");
+  if (!isValidRoomName(room)) {
+    return jsonError(c, 400, "bad_room", "room names are 1-64 characters: letters, digits and . _ : ~ - (not first)");
+  }
+  c.set("room", room);
+  await next();
+});
+
+app.get("/rooms/:room/ws", async (c) => {
+  const room = c.get("room");
+  if (c.req.header("upgrade")?.toLowerCase() !== "websocket") {
+    return jsonError(c, 426, "upgrade_required", "this endpoint takes a WebSocket upgrade", { Upgrade: "websocket" });
+  }
+  const since = c.req.query("since");
+  if (since !== undefined && !/^\d{1,15}$/.test(since)) {
+    return jsonError(c, 400, "bad_request", "since must be a non-negative integer");
+  }
+  const epoch = c.req.query("epoch");
+  if (epoch !== undefined && !/^[A-Za-z0-9-]{1,64}$/.test(epoch)) {
+    return jsonError(c, 400, "bad_request", "epoch must be the epoch string from a welcome event");
+  }
+  if (!admitSocket(room)) {
+    logEvent("refusal", { room, reason: "over_capacity" });
+    return jsonError(c, 503, "over_capacity", "the server is at its connection ceiling; retry later", {
+      "Retry-After": "5",
+    });
+  }
+  const headers = new Headers(c.req.raw.headers);
+  headers.set(ROOM_NAME_HEADER, room);
+  const stub = c.env.ROOMS.get(c.env.ROOMS.idFromName(room));
+  return stub.fetch(new Request(c.req.url, { headers }));
+});
+
+app.post(
+  "/rooms/:room/publish",
+  (c, next) =>
+    bodyLimit({
+      maxSize: c.get("limits").MAX_MESSAGE_BYTES,
+      onError: (c) => jsonError(c, 413, "too_large", `message body over ${c.get("limits").MAX_MESSAGE_BYTES} bytes`),
+    })(c, next),
+  async (c) => {
+    const room = c.get("room");
+    const body = await decodePublishBody(c.req.raw);
+    if (!body.ok) return jsonError(c, 400, body.error, body.message);
+    const stub = c.env.ROOMS.get(c.env.ROOMS.idFromName(room));
+    const result = await stub.publish(room, body.dataJson);
+    return c.json({ room, seq: result.seq, recipients: result.recipients });
+  },
+);
+
+app.all("/rooms/:room/publish", (c) => jsonError(c, 405, "method_not_allowed", "publish with POST", { Allow: "POST" }));
+app.all("/rooms/:room/ws", (c) => jsonError(c, 405, "method_not_allowed", "connect with GET and an Upgrade header", { Allow: "GET" }));
+
+app.get("/rooms/:room", async (c) => {
+  const room = c.get("room");
+  const stub = c.env.ROOMS.get(c.env.ROOMS.idFromName(room));
+  return c.json(await stub.stats());
+});

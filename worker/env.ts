@@ -1,0 +1,12 @@
+import type { Coordinator } from "../durable-objects/coordinator/coordinator";
+import type { Room } from "../durable-objects/room/room";
+
+/** Bindings and vars the worker and its objects receive (see wrangler.toml). */
+export interface Env {
+  ROOMS: DurableObjectNamespace<Room>;
+  COORDINATOR: DurableObjectNamespace<Coordinator>;
+  /** Every limit var is optional; absent ones fall back to DEFAULTS in the protocol module. */
+  [name: string]: unknown;
+  /** Set only by the local server launcher: enables the loopback admin routes under /__local. */
+  LOCAL_ADMIN_TOKEN?: string;
+}

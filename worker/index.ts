@@ -1,0 +1,6 @@
+import { app } from "./app";
+
+export { Room } from "../durable-objects/room/room";
+export { Coordinator } from "../durable-objects/coordinator/coordinator";
+
+export default app;
