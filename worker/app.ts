@@ -6,6 +6,7 @@ import { logEvent } from "../durable-objects/log";
 import { ROOM_NAME_HEADER } from "../durable-objects/room/room";
 import type { Env } from "./env";
 import { jsonError } from "./errors";
+import { coordinatorRoutes } from "./coordinator-routes";
 import { localRoutes } from "./local-routes";
 import { admitSocket } from "./local-admission";
 import { decodePublishBody } from "./publish-body";
@@ -40,6 +41,7 @@ app.use("*", async (c, next) => {
 app.get("/healthz", (c) => c.json({ ok: true }));
 
 app.route("/__local", localRoutes);
+app.route("/", coordinatorRoutes);
 
 // Every /rooms/:room route validates the name once, here.
 app.use("/rooms/:room/*", async (c, next) => {

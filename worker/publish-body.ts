@@ -2,7 +2,7 @@ import type { ErrorCode } from "../client-sdk/src/protocol";
 
 export type DecodedBody = { ok: true; dataJson: string } | { ok: false; error: ErrorCode; message: string };
 
-const utf8 = new TextDecoder("utf-8", { fatal: true });
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
 
 /**
  * Turns an HTTP publish body into the message's data as JSON text: a JSON body

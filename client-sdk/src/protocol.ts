@@ -323,6 +323,30 @@ export function parseServerFrame(text: string): ParseResult<ServerEvent[]> {
   return { ok: true, value: items as ServerEvent[] };
 }
 
+/** Body of `GET /rooms/{room}`. */
+export interface RoomStats {
+  room: string | null;
+  epoch: string;
+  connections: number;
+  seq: number;
+  /** Messages published since the room's history began (equals seq). */
+  published: number;
+  historyOldest: number | null;
+  framesSent: number;
+  bytesSent: number;
+  deliveries: number;
+  drops: number;
+  kicks: number;
+  /** Sum and maximum of unacknowledged bytes over the sockets. */
+  windowBytesInFlight: number;
+  windowBytesMax: number;
+  windowCap: number;
+  /** Counters above are for the current instance, which started at this time. */
+  instanceStartedAt: number;
+  /** How many times an instance of this room has started (first start, wake from hibernation, restart). */
+  starts: number;
+}
+
 /** URL path of a room's WebSocket endpoint. */
 export function roomSocketPath(room: string): string {
   return `/rooms/${encodeURIComponent(room)}/ws`;

@@ -5,10 +5,12 @@ import {
   PONG,
   parseClientFrame,
   type LostEvent,
+  type RoomStats,
   type ReplayedEvent,
   type WelcomeEvent,
 } from "../../client-sdk/src/protocol";
 import { readLimits, type Limits } from "../config";
+import { registrationFor, type RoomRegistration } from "../coordinator/registration";
 import { logEvent } from "../log";
 import { History, type StoredMessage } from "./history";
 import { SocketState, type SocketAttachment, type SlowPolicy } from "./socket-state";
@@ -31,28 +33,6 @@ export interface PublishOptions {
   idempotencyKey?: string;
 }
 
-export interface RoomStats {
-  room: string | null;
-  epoch: string;
-  connections: number;
-  seq: number;
-  /** Messages published since the room's history began (equals seq). */
-  published: number;
-  historyOldest: number | null;
-  framesSent: number;
-  bytesSent: number;
-  deliveries: number;
-  drops: number;
-  kicks: number;
-  /** Sum and maximum of unacknowledged bytes over the sockets. */
-  windowBytesInFlight: number;
-  windowBytesMax: number;
-  windowCap: number;
-  /** Counters above are for the current instance, which started at this time. */
-  instanceStartedAt: number;
-  /** How many times an instance of this room has started (first start, wake from hibernation, restart). */
-  starts: number;
-}
 
 interface PendingMessage extends StoredMessage {
   bytes: number;
@@ -77,6 +57,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
   readonly #policy: SlowPolicy;
   readonly #history: History;
   readonly #sockets = new Map<WebSocket, SocketState>();
+  readonly #registration: RoomRegistration;
   readonly #instanceStartedAt = Date.now();
   readonly #starts: number;
   #name: string | null;
@@ -103,6 +84,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
     this.#name = this.#history.meta("name");
     this.#starts = Number(this.#history.meta("starts") ?? 0) + 1;
     this.#history.setMeta("starts", String(this.#starts));
+    this.#registration = registrationFor(env, ctx);
     // Heartbeats are answered by the runtime, so a pinging client never wakes the room.
     ctx.setWebSocketAutoResponse(new WebSocketRequestResponsePair(PING, PONG));
     const now = Date.now();
@@ -135,7 +117,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
       this.ctx.acceptWebSocket(server);
       server.serializeAttachment(attachment);
       const state = new SocketState(attachment, attachment.connectedAt);
-      this.#sockets.set(server, state);
+      this.#track(server, state);
 
       const welcome: WelcomeEvent = {
         type: "welcome",
@@ -374,7 +356,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
   }
 
   override async webSocketClose(ws: WebSocket, code: number, reason: string): Promise<void> {
-    this.#sockets.delete(ws);
+    this.#untrack(ws);
     // The Hibernation API does not answer the peer's close frame; without this the
     // client waits in CLOSING and reports 1006. Reserved codes cannot be sent back.
     const reply = code === 1005 || code === 1006 || code === 1015 ? CloseCode.NORMAL : code;
@@ -387,7 +369,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
 
   override async webSocketError(ws: WebSocket, error: unknown): Promise<void> {
     const state = this.#sockets.get(ws);
-    this.#sockets.delete(ws);
+    this.#untrack(ws);
     logEvent("socket_error", { room: this.#name, socket: state?.attachment.id ?? null, error: String(error) });
   }
 
@@ -403,6 +385,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
    */
   override async alarm(): Promise<void> {
     this.#sweep(Date.now());
+    if (this.#name && this.#sockets.size > 0) this.#registration.heartbeat(this.#name, this.#sockets.size);
     await this.#ensureSweepAlarm();
   }
 
@@ -483,9 +466,21 @@ export class Room extends DurableObject<Record<string, unknown>> {
         canPublish: false,
       };
       state = new SocketState(attachment, Date.now());
-      this.#sockets.set(ws, state);
+      this.#track(ws, state);
     }
     return state;
+  }
+
+  /** Every socket enters the room here, so the registry hears of the first one. */
+  #track(ws: WebSocket, state: SocketState): void {
+    this.#sockets.set(ws, state);
+    if (this.#sockets.size === 1 && this.#name) this.#registration.occupancyChanged(this.#name, 1);
+  }
+
+  /** Every socket leaves the room here, so the registry hears of the last one. */
+  #untrack(ws: WebSocket): void {
+    if (!this.#sockets.delete(ws)) return;
+    if (this.#sockets.size === 0 && this.#name) this.#registration.occupancyChanged(this.#name, 0);
   }
 
   #sendControlText(ws: WebSocket, text: string): void {
@@ -497,7 +492,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
   }
 
   #close(ws: WebSocket, code: number, reason: string): void {
-    this.#sockets.delete(ws);
+    this.#untrack(ws);
     try {
       ws.close(code, reason.slice(0, 120));
     } catch {
@@ -507,7 +502,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
 
   #forget(ws: WebSocket, why: string, error: unknown): void {
     const state = this.#sockets.get(ws);
-    this.#sockets.delete(ws);
+    this.#untrack(ws);
     logEvent("socket_dropped", { room: this.#name, socket: state?.attachment.id ?? null, why, error: String(error) });
     try {
       ws.close(CloseCode.INTERNAL_ERROR, why);

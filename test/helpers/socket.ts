@@ -1,5 +1,5 @@
 import WebSocket from "ws";
-import { parseServerFrame, type MessageEvent, type ServerEvent } from "../../client-sdk/src/protocol";
+import { parseServerFrame, type MessageEvent, type RoomStats, type ServerEvent } from "../../client-sdk/src/protocol";
 
 export interface CloseInfo {
   code: number;
@@ -126,9 +126,9 @@ export async function publish(
   return { status: res.status, body: (await res.json()) as { seq: number; recipients: number } };
 }
 
-export async function roomStats(baseUrl: string, room: string): Promise<Record<string, number>> {
+export async function roomStats(baseUrl: string, room: string): Promise<RoomStats> {
   const res = await fetch(`${baseUrl}/rooms/${room}`);
-  return (await res.json()) as Record<string, number>;
+  return (await res.json()) as RoomStats;
 }
 
 /** Asserts-by-throwing that `messages` are exactly seqs from..to, each once, in order. */
