@@ -246,6 +246,12 @@ export const DEFAULTS = {
   IDLE_TIMEOUT_SECONDS: 90,
   /** Interval at which clients should send "ping". */
   PING_INTERVAL_SECONDS: 25,
+  /** Sockets one room accepts; kept below the platform's 32,768 hibernatable sockets per object. */
+  MAX_SOCKETS_PER_ROOM: 32_000,
+  /** Sustained client frames per second per socket (heartbeats answered by the runtime do not count). */
+  CLIENT_FRAMES_PER_SECOND: 20,
+  /** Client frames a socket may send in a burst above the sustained rate. */
+  CLIENT_FRAME_BURST: 60,
 } as const;
 
 /** Room names: 1-64 characters from a URL-safe set. */

@@ -13,13 +13,15 @@ import { readLimits, type Limits } from "../config";
 import { registrationFor, type RoomRegistration } from "../coordinator/registration";
 import { logEvent } from "../log";
 import { History, type StoredMessage } from "./history";
-import { SocketState, type SocketAttachment, type SlowPolicy } from "./socket-state";
+import { SocketState, type RatePolicy, type SocketAttachment, type SlowPolicy } from "./socket-state";
 import { utf8Length } from "./utf8";
 
 /** Header the worker uses to tell the room its own name on an upgrade. */
 export const ROOM_NAME_HEADER = "x-room-name";
 /** Header the worker uses to pass socket permissions decided at the edge. */
 export const CAN_PUBLISH_HEADER = "x-can-publish";
+/** Header the worker uses to pass the expiry (epoch ms) of the token a socket was admitted with. */
+export const TOKEN_EXPIRES_HEADER = "x-token-expires";
 
 export interface PublishResult {
   seq: number;
@@ -55,6 +57,7 @@ interface Flush {
 export class Room extends DurableObject<Record<string, unknown>> {
   readonly #limits: Limits;
   readonly #policy: SlowPolicy;
+  readonly #rate: RatePolicy;
   readonly #history: History;
   readonly #sockets = new Map<WebSocket, SocketState>();
   readonly #registration: RoomRegistration;
@@ -76,6 +79,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
       dropsBeforeClose: Math.max(1, this.#limits.SLOW_DROPS_BEFORE_CLOSE),
       graceMs: this.#limits.SLOW_GRACE_MS,
     };
+    this.#rate = { perSecond: this.#limits.CLIENT_FRAMES_PER_SECOND, burst: Math.max(1, this.#limits.CLIENT_FRAME_BURST) };
     this.#history = new History(ctx.storage.sql, {
       maxMessages: this.#limits.HISTORY_MAX_MESSAGES,
       maxAgeMs: this.#limits.HISTORY_MAX_AGE_SECONDS * 1000,
@@ -106,6 +110,14 @@ export class Room extends DurableObject<Record<string, unknown>> {
       const since = parseSeqParam(url.searchParams.get("since"));
       const epoch = url.searchParams.get("epoch");
 
+      if (this.#sockets.size >= this.#limits.MAX_SOCKETS_PER_ROOM) {
+        logEvent("refusal", { room: this.#name, reason: "room_full", connections: this.#sockets.size });
+        return Response.json(
+          { error: "room_full", message: `the room holds its maximum of ${this.#limits.MAX_SOCKETS_PER_ROOM} sockets` },
+          { status: 503, headers: { "Retry-After": "10" } },
+        );
+      }
+      const expires = Number(request.headers.get(TOKEN_EXPIRES_HEADER));
       const pair = new WebSocketPair();
       const client = pair[0];
       const server = pair[1];
@@ -113,6 +125,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
         id: crypto.randomUUID(),
         connectedAt: Date.now(),
         canPublish: request.headers.get(CAN_PUBLISH_HEADER) !== "false",
+        expiresAt: Number.isSafeInteger(expires) && expires > 0 ? expires : null,
       };
       this.ctx.acceptWebSocket(server);
       server.serializeAttachment(attachment);
@@ -165,15 +178,26 @@ export class Room extends DurableObject<Record<string, unknown>> {
     while (next <= end) {
       const rows = this.#history.range(next, end, this.#limits.BATCH_MAX_EVENTS);
       if (rows.length === 0) break;
-      const frame = rows.length === 1 ? (rows[0] as StoredMessage).event : `[${rows.map((r) => r.event).join(",")}]`;
-      const bytes = utf8Length(frame);
-      const lastSeq = (rows[rows.length - 1] as StoredMessage).seq;
-      // Replays honour the window too, or replay requests would be a way around it.
-      if (state.inFlight > 0 && state.inFlight + bytes > this.#limits.WINDOW_BYTES && this.#limits.WINDOW_BYTES > 0) {
+      // Replays honour the window too, or replay requests would be a way around it:
+      // a frame takes what fits in the space left (one message at least on an idle socket).
+      const window = this.#limits.WINDOW_BYTES || Number.POSITIVE_INFINITY;
+      const budget = Math.min(this.#limits.BATCH_MAX_BYTES, window - state.inFlight);
+      let take = 0;
+      let bytes = 1;
+      for (const row of rows) {
+        const size = utf8Length(row.event) + 1;
+        if (bytes + size > budget && !(take === 0 && state.inFlight === 0)) break;
+        bytes += size;
+        take += 1;
+      }
+      if (take === 0) {
         truncated = true;
         break;
       }
-      if (!this.#sendFrame(ws, state, frame, bytes, lastSeq, rows.length)) return;
+      const batch = rows.slice(0, take);
+      const frame = take === 1 ? (batch[0] as StoredMessage).event : `[${batch.map((r) => r.event).join(",")}]`;
+      const lastSeq = (batch[take - 1] as StoredMessage).seq;
+      if (!this.#sendFrame(ws, state, frame, utf8Length(frame), lastSeq, take)) return;
       next = lastSeq + 1;
     }
     const done: ReplayedEvent = { type: "replayed", from, to: next - 1, truncated };
@@ -312,7 +336,17 @@ export class Room extends DurableObject<Record<string, unknown>> {
   override async webSocketMessage(ws: WebSocket, message: string | ArrayBuffer): Promise<void> {
     const state = this.#stateOf(ws);
     try {
-      state.lastActivity = Date.now();
+      const now = Date.now();
+      state.lastActivity = now;
+      if (state.attachment.expiresAt !== null && now >= state.attachment.expiresAt) {
+        this.#close(ws, CloseCode.UNAUTHORIZED, "token expired");
+        return;
+      }
+      if (!state.takeFrameToken(now, this.#rate)) {
+        logEvent("kick", { room: this.#name, socket: state.attachment.id, reason: "rate_limited" });
+        this.#close(ws, CloseCode.RATE_LIMITED, `over ${this.#rate.perSecond} frames per second`);
+        return;
+      }
       if (typeof message !== "string") {
         this.#close(ws, CloseCode.BAD_FRAME, "binary frames are not supported");
         return;
@@ -391,9 +425,14 @@ export class Room extends DurableObject<Record<string, unknown>> {
 
   #sweep(now: number): void {
     this.#lastSweep = now;
-    const timeoutMs = this.#limits.IDLE_TIMEOUT_SECONDS * 1000;
-    if (timeoutMs === 0) return;
+    const timeoutMs = this.#limits.IDLE_TIMEOUT_SECONDS * 1000 || Number.POSITIVE_INFINITY;
     for (const [ws, state] of this.#sockets) {
+      const expiresAt = state.attachment.expiresAt;
+      if (expiresAt !== null && now >= expiresAt) {
+        logEvent("kick", { room: this.#name, socket: state.attachment.id, reason: "token_expired" });
+        this.#close(ws, CloseCode.UNAUTHORIZED, "token expired");
+        continue;
+      }
       const heartbeat = this.ctx.getWebSocketAutoResponseTimestamp(ws)?.getTime() ?? 0;
       const last = Math.max(heartbeat, state.lastActivity, state.attachment.connectedAt);
       if (now - last > timeoutMs) {
@@ -464,6 +503,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
         id: crypto.randomUUID(),
         connectedAt: Date.now(),
         canPublish: false,
+        expiresAt: null,
       };
       state = new SocketState(attachment, Date.now());
       this.#track(ws, state);

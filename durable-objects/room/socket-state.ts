@@ -18,9 +18,16 @@ export interface SocketAttachment {
   connectedAt: number;
   /** May this socket publish frames into the room? */
   canPublish: boolean;
+  /** When the socket's token expires (epoch ms); null when it was admitted without one. */
+  expiresAt: number | null;
 }
 
 export type SendVerdict = "send" | "drop" | "kick";
+
+export interface RatePolicy {
+  perSecond: number;
+  burst: number;
+}
 
 export interface SlowPolicy {
   windowBytes: number;
@@ -40,7 +47,9 @@ export class SocketState {
   #marks: number[] = [];
   #head = 0;
   #dropStreak = 0;
-  #overSince = 0;
+  #overSince: number | null = null;
+  #tokens = -1;
+  #refilledAt = 0;
 
   constructor(attachment: SocketAttachment, now: number) {
     this.attachment = attachment;
@@ -64,9 +73,27 @@ export class SocketState {
     if (policy.windowBytes === 0 || inFlight === 0 || inFlight + bytes <= policy.windowBytes) return "send";
     this.dropped += events;
     this.#dropStreak += 1;
-    if (this.#overSince === 0) this.#overSince = now;
+    this.#overSince ??= now;
     if (this.#dropStreak >= policy.dropsBeforeClose || now - this.#overSince >= policy.graceMs) return "kick";
     return "drop";
+  }
+
+  /**
+   * Token bucket for client frames: true when one more frame is within the
+   * rate. The bucket starts full, so a reconnecting client's first acks and
+   * replay requests never trip it.
+   */
+  takeFrameToken(now: number, policy: RatePolicy): boolean {
+    if (policy.perSecond === 0) return true;
+    if (this.#tokens < 0) {
+      this.#tokens = policy.burst;
+    } else {
+      this.#tokens = Math.min(policy.burst, this.#tokens + ((now - this.#refilledAt) / 1000) * policy.perSecond);
+    }
+    this.#refilledAt = now;
+    if (this.#tokens < 1) return false;
+    this.#tokens -= 1;
+    return true;
   }
 
   /** Records a frame that went out; `lastSeq` is the highest message seq it carried. */
@@ -74,7 +101,7 @@ export class SocketState {
     this.#sentBytes += bytes;
     this.#marks.push(lastSeq, this.#sentBytes);
     this.#dropStreak = 0;
-    this.#overSince = 0;
+    this.#overSince = null;
   }
 
   /** The client has every message up to and including `seq`: release their bytes. */

@@ -1,0 +1,162 @@
+import { env, exports } from "cloudflare:workers";
+import { runInDurableObject } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import type { MessageEvent, RoomStats, ServerEvent } from "../../client-sdk/src/protocol";
+import { History } from "../../durable-objects/room/history";
+import { SocketState } from "../../durable-objects/room/socket-state";
+import type { Env } from "../../worker/env";
+
+const bindings = env as unknown as Env;
+const worker = exports.default as unknown as { fetch(input: string, init?: RequestInit): Promise<Response> };
+
+async function openSocket(room: string, query = ""): Promise<{ ws: WebSocket; events: ServerEvent[] }> {
+  const res = await worker.fetch(`http://edge.test/rooms/${room}/ws${query}`, { headers: { Upgrade: "websocket" } });
+  expect(res.status).toBe(101);
+  const ws = res.webSocket as WebSocket;
+  const events: ServerEvent[] = [];
+  ws.addEventListener("message", (e) => {
+    const parsed: unknown = JSON.parse(e.data as string);
+    events.push(...((Array.isArray(parsed) ? parsed : [parsed]) as ServerEvent[]));
+  });
+  ws.accept();
+  return { ws, events };
+}
+
+async function until(check: () => boolean, ms = 5000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+describe("routes", () => {
+  it("validates room names, upgrades and bodies with JSON errors", async () => {
+    const bad = await worker.fetch("http://edge.test/rooms/no%20spaces/publish", { method: "POST", body: "x" });
+    expect(bad.status).toBe(400);
+    expect(await bad.json()).toMatchObject({ error: "bad_room" });
+
+    const noUpgrade = await worker.fetch("http://edge.test/rooms/ok/ws");
+    expect(noUpgrade.status).toBe(426);
+    expect(noUpgrade.headers.get("upgrade")).toBe("websocket");
+
+    const tooBig = await worker.fetch("http://edge.test/rooms/ok/publish", { method: "POST", body: "x".repeat(65_537) });
+    expect(tooBig.status).toBe(413);
+    expect(await tooBig.json()).toMatchObject({ error: "too_large" });
+
+    const notJson = await worker.fetch("http://edge.test/rooms/ok/publish", {
+      method: "POST",
+      body: "{oops",
+      headers: { "content-type": "application/json" },
+    });
+    expect(notJson.status).toBe(400);
+    expect(await notJson.json()).toMatchObject({ error: "bad_json" });
+  });
+
+  it("publishes into a room and reports its stats", async () => {
+    const res = await worker.fetch("http://edge.test/rooms/route-stats/publish", {
+      method: "POST",
+      body: JSON.stringify({ hello: "world" }),
+      headers: { "content-type": "application/json" },
+    });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ room: "route-stats", seq: 1, recipients: 0 });
+    const stats = (await (await worker.fetch("http://edge.test/rooms/route-stats")).json()) as RoomStats;
+    expect(stats).toMatchObject({ room: "route-stats", seq: 1, published: 1, connections: 0 });
+  });
+});
+
+describe("Room object", () => {
+  it("welcomes a socket, fans out in order and resumes with since", async () => {
+    const a = await openSocket("room-obj");
+    await until(() => a.events.length === 1);
+    expect(a.events[0]).toMatchObject({ type: "welcome", room: "room-obj", seq: 0 });
+
+    const stub = bindings.ROOMS.get(bindings.ROOMS.idFromName("room-obj"));
+    for (let i = 0; i < 5; i++) await stub.publish("room-obj", JSON.stringify({ i }));
+    await until(() => a.events.filter((e) => e.type === "message").length === 5);
+    expect((a.events.filter((e) => e.type === "message") as MessageEvent[]).map((m) => m.seq)).toEqual([1, 2, 3, 4, 5]);
+
+    const b = await openSocket("room-obj", "?since=2");
+    await until(() => b.events.some((e) => e.type === "replayed"));
+    expect((b.events.filter((e) => e.type === "message") as MessageEvent[]).map((m) => m.seq)).toEqual([3, 4, 5]);
+    a.ws.close(1000);
+    b.ws.close(1000);
+  });
+
+  it("dedupes publishes by idempotency key", async () => {
+    const stub = bindings.ROOMS.get(bindings.ROOMS.idFromName("idem"));
+    const first = await stub.publish("idem", '"x"', { idempotencyKey: "k1" });
+    const again = await stub.publish("idem", '"x"', { idempotencyKey: "k1" });
+    expect(first).toMatchObject({ seq: 1, duplicate: false });
+    expect(again).toMatchObject({ seq: 1, duplicate: true });
+    expect((await stub.stats()).seq).toBe(1);
+  });
+
+  it("keeps history bounded by count and keeps seq across trims", async () => {
+    const stub = bindings.ROOMS.get(bindings.ROOMS.idFromName("history-bounds"));
+    await runInDurableObject(stub, (_instance, state) => {
+      const history = new History(state.storage.sql, { maxMessages: 10, maxAgeMs: 60_000 });
+      const now = Date.now();
+      for (let i = 0; i < 200; i++) history.append(JSON.stringify(i), now);
+      expect(history.seq).toBe(200);
+      const oldest = history.oldest() ?? 0;
+      // Trimming runs in steps, so the bound holds within one step of 64.
+      expect(oldest).toBeGreaterThan(200 - 10 - 64);
+      expect(history.range(oldest, 200, 1000).map((m) => m.seq)).toEqual(
+        Array.from({ length: 200 - oldest + 1 }, (_, i) => oldest + i),
+      );
+      // Age: everything older than the cutoff goes at the next trim.
+      history.append('"late"', now + 120_000);
+      expect(history.oldest()).toBe(201);
+      // A new History over the same storage continues the seq and the epoch.
+      const reopened = new History(state.storage.sql, { maxMessages: 10, maxAgeMs: 60_000 });
+      expect(reopened.seq).toBe(201);
+      expect(reopened.epoch).toBe(history.epoch);
+    });
+  });
+});
+
+describe("SocketState window", () => {
+  const policy = { windowBytes: 1000, dropsBeforeClose: 3, graceMs: 10_000 };
+  const attachment = { id: "s", connectedAt: 0, canPublish: true, expiresAt: null };
+
+  it("sends within the window, drops over it, and kicks after the streak", () => {
+    const s = new SocketState(attachment, 0);
+    expect(s.admit(600, 1, 0, policy)).toBe("send");
+    s.sent(600, 1);
+    expect(s.admit(300, 1, 0, policy)).toBe("send");
+    s.sent(300, 2);
+    expect(s.inFlight).toBe(900);
+    expect(s.admit(200, 1, 0, policy)).toBe("drop");
+    expect(s.admit(200, 1, 0, policy)).toBe("drop");
+    expect(s.admit(200, 1, 0, policy)).toBe("kick");
+    expect(s.dropped).toBe(3);
+  });
+
+  it("releases acknowledged bytes, and lets a lone oversized frame through to an idle socket", () => {
+    const s = new SocketState(attachment, 0);
+    s.sent(400, 1);
+    s.sent(400, 2);
+    s.ack(1);
+    expect(s.inFlight).toBe(400);
+    s.ack(2);
+    expect(s.inFlight).toBe(0);
+    expect(s.admit(5000, 1, 0, policy)).toBe("send");
+  });
+
+  it("kicks on time over the window even before the drop streak", () => {
+    const s = new SocketState(attachment, 0);
+    s.sent(1000, 1);
+    expect(s.admit(10, 1, 0, { ...policy, dropsBeforeClose: 100 })).toBe("drop");
+    expect(s.admit(10, 1, 10_000, { ...policy, dropsBeforeClose: 100 })).toBe("kick");
+  });
+
+  it("rate-limits client frames with a token bucket", () => {
+    const s = new SocketState(attachment, 0);
+    const rate = { perSecond: 10, burst: 3 };
+    expect([0, 0, 0, 0].map(() => s.takeFrameToken(0, rate))).toEqual([true, true, true, false]);
+    expect(s.takeFrameToken(100, rate)).toBe(true);
+    expect(s.takeFrameToken(100, rate)).toBe(false);
+  });
+});
