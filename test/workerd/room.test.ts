@@ -7,7 +7,8 @@ import { SocketState } from "../../durable-objects/room/socket-state";
 import type { Env } from "../../worker/env";
 
 const bindings = env as unknown as Env;
-const worker = exports.default as unknown as { fetch(input: string, init?: RequestInit): Promise<Response> };
+type Entry = { fetch(input: string, init?: RequestInit): Promise<Response> };
+const worker = (exports as unknown as { default: Entry }).default;
 
 async function openSocket(room: string, query = ""): Promise<{ ws: WebSocket; events: ServerEvent[] }> {
   const res = await worker.fetch(`http://edge.test/rooms/${room}/ws${query}`, { headers: { Upgrade: "websocket" } });
