@@ -329,8 +329,23 @@ export function parseServerFrame(text: string): ParseResult<ServerEvent[]> {
   return { ok: true, value: items as ServerEvent[] };
 }
 
+/** A room's cumulative counters: they survive hibernation and restarts and only grow. */
+export interface RoomCounterValues {
+  /** Frames sent to sockets (one frame may carry several messages). */
+  framesSent: number;
+  bytesSent: number;
+  /** Messages delivered, counted per socket. */
+  deliveries: number;
+  /** Messages not sent to a socket because its window was full. */
+  drops: number;
+  /** Sockets closed for staying over their window (4008). */
+  kicks: number;
+  /** Sockets refused or closed by the room, by reason (room_full, rate_limited, bad_frame, too_big, idle_timeout, token_expired). */
+  refusals: Record<string, number>;
+}
+
 /** Body of `GET /rooms/{room}`. */
-export interface RoomStats {
+export interface RoomStats extends RoomCounterValues {
   room: string | null;
   epoch: string;
   connections: number;
@@ -338,16 +353,11 @@ export interface RoomStats {
   /** Messages published since the room's history began (equals seq). */
   published: number;
   historyOldest: number | null;
-  framesSent: number;
-  bytesSent: number;
-  deliveries: number;
-  drops: number;
-  kicks: number;
   /** Sum and maximum of unacknowledged bytes over the sockets. */
   windowBytesInFlight: number;
   windowBytesMax: number;
   windowCap: number;
-  /** Counters above are for the current instance, which started at this time. */
+  /** When the current instance of the room started (it restarts after hibernation). */
   instanceStartedAt: number;
   /** How many times an instance of this room has started (first start, wake from hibernation, restart). */
   starts: number;

@@ -12,6 +12,7 @@ import {
 import { readLimits, type Limits } from "../config";
 import { registrationFor, type RoomRegistration } from "../coordinator/registration";
 import { logEvent } from "../log";
+import { RoomCounters } from "./counters";
 import { History, type StoredMessage } from "./history";
 import { SocketState, type RatePolicy, type SocketAttachment, type SlowPolicy } from "./socket-state";
 import { utf8Length } from "./utf8";
@@ -69,7 +70,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
   #pending: PendingMessage[] = [];
   #flush: Flush | null = null;
   #lastSweep = Date.now();
-  #counters = { framesSent: 0, bytesSent: 0, deliveries: 0, drops: 0, kicks: 0 };
+  readonly #counters: RoomCounters;
 
   constructor(ctx: DurableObjectState, env: Record<string, unknown>) {
     super(ctx, env);
@@ -85,6 +86,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
       maxAgeMs: this.#limits.HISTORY_MAX_AGE_SECONDS * 1000,
     });
     this.#flushedSeq = this.#history.seq;
+    this.#counters = new RoomCounters(this.#history);
     this.#name = this.#history.meta("name");
     this.#starts = Number(this.#history.meta("starts") ?? 0) + 1;
     this.#history.setMeta("starts", String(this.#starts));
@@ -112,6 +114,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
 
       if (this.#sockets.size >= this.#limits.MAX_SOCKETS_PER_ROOM) {
         logEvent("refusal", { room: this.#name, reason: "room_full", connections: this.#sockets.size });
+        this.#counters.refused("room_full");
         return Response.json(
           { error: "room_full", message: `the room holds its maximum of ${this.#limits.MAX_SOCKETS_PER_ROOM} sockets` },
           { status: 503, headers: { "Retry-After": "10" } },
@@ -275,6 +278,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
       start = end;
     }
     if (now - this.#lastSweep >= (this.#limits.IDLE_TIMEOUT_SECONDS * 1000) / 2) this.#sweep(now);
+    this.#counters.changed();
     return recipients;
   }
 
@@ -286,7 +290,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
       if (verdict === "send") {
         if (this.#sendFrame(ws, state, frame, bytes, lastSeq, events)) sentTo += 1;
       } else {
-        this.#counters.drops += events;
+        this.#counters.values.drops += events;
         if (verdict === "kick") this.#kick(ws, state);
       }
     }
@@ -302,9 +306,10 @@ export class Room extends DurableObject<Record<string, unknown>> {
       return false;
     }
     state.sent(bytes, lastSeq);
-    this.#counters.framesSent += 1;
-    this.#counters.bytesSent += bytes;
-    this.#counters.deliveries += events;
+    const counters = this.#counters.values;
+    counters.framesSent += 1;
+    counters.bytesSent += bytes;
+    counters.deliveries += events;
     return true;
   }
 
@@ -318,7 +323,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
   }
 
   #kick(ws: WebSocket, state: SocketState): void {
-    this.#counters.kicks += 1;
+    this.#counters.values.kicks += 1;
     logEvent("kick", {
       room: this.#name,
       socket: state.attachment.id,
@@ -339,19 +344,23 @@ export class Room extends DurableObject<Record<string, unknown>> {
       const now = Date.now();
       state.lastActivity = now;
       if (state.attachment.expiresAt !== null && now >= state.attachment.expiresAt) {
+        this.#counters.refused("token_expired");
         this.#close(ws, CloseCode.UNAUTHORIZED, "token expired");
         return;
       }
       if (!state.takeFrameToken(now, this.#rate)) {
         logEvent("kick", { room: this.#name, socket: state.attachment.id, reason: "rate_limited" });
+        this.#counters.refused("rate_limited");
         this.#close(ws, CloseCode.RATE_LIMITED, `over ${this.#rate.perSecond} frames per second`);
         return;
       }
       if (typeof message !== "string") {
+        this.#counters.refused("bad_frame");
         this.#close(ws, CloseCode.BAD_FRAME, "binary frames are not supported");
         return;
       }
       if (message.length * 3 > this.#limits.MAX_FRAME_BYTES && utf8Length(message) > this.#limits.MAX_FRAME_BYTES) {
+        this.#counters.refused("too_big");
         this.#close(ws, CloseCode.MESSAGE_TOO_BIG, `frame over ${this.#limits.MAX_FRAME_BYTES} bytes`);
         return;
       }
@@ -361,6 +370,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
       }
       const parsed = parseClientFrame(message);
       if (!parsed.ok) {
+        this.#counters.refused("bad_frame");
         this.#close(ws, CloseCode.BAD_FRAME, parsed.error);
         return;
       }
@@ -430,6 +440,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
       const expiresAt = state.attachment.expiresAt;
       if (expiresAt !== null && now >= expiresAt) {
         logEvent("kick", { room: this.#name, socket: state.attachment.id, reason: "token_expired" });
+        this.#counters.refused("token_expired");
         this.#close(ws, CloseCode.UNAUTHORIZED, "token expired");
         continue;
       }
@@ -437,6 +448,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
       const last = Math.max(heartbeat, state.lastActivity, state.attachment.connectedAt);
       if (now - last > timeoutMs) {
         logEvent("kick", { room: this.#name, socket: state.attachment.id, reason: "idle_timeout" });
+        this.#counters.refused("idle_timeout");
         this.#close(ws, CloseCode.IDLE_TIMEOUT, "no heartbeat");
       }
     }
@@ -454,6 +466,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
 
   /** Closes every socket with `code` (1012 by default) so clients reconnect and resume. */
   async shutdown(code: number = CloseCode.SERVICE_RESTART, reason = "service restart"): Promise<number> {
+    this.#counters.persistNow();
     let closed = 0;
     for (const ws of this.ctx.getWebSockets()) {
       this.#close(ws, code, reason);
@@ -476,7 +489,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
       seq: this.#history.seq,
       published: this.#history.seq,
       historyOldest: this.#history.oldest(),
-      ...this.#counters,
+      ...this.#counters.values,
       windowBytesInFlight: inFlight,
       windowBytesMax: inFlightMax,
       windowCap: this.#limits.WINDOW_BYTES,

@@ -24,6 +24,7 @@ describe("hibernation", () => {
     await publish(server.url, room, "before");
     await s.waitForMessages(1);
     const before = await roomStats(server.url, room);
+    expect(before.deliveries).toBe(1);
 
     // Idle for longer than the runtime's 10 s eviction delay; heartbeats are answered
     // by the runtime and must not wake (or keep awake) the room.
@@ -42,6 +43,8 @@ describe("hibernation", () => {
     expect(after.starts).toBe(before.starts + 1);
     expect(after.instanceStartedAt).toBeGreaterThan(before.instanceStartedAt);
     expect(after.connections).toBe(1);
+    // The first instance wrote its counters before it was evicted.
+    expect(after.deliveries).toBe(2);
     s.close();
   }, 40_000);
 });
@@ -54,6 +57,8 @@ describe("restart and shutdown", () => {
     for (let i = 0; i < 5; i++) await publish(server.url, room, { i });
     for (const s of sockets) await s.waitForMessages(5);
     const epoch = (sockets[0]?.events[0] as WelcomeEvent).epoch;
+    const before = await roomStats(server.url, room);
+    expect(before.deliveries).toBe(15);
 
     await server.restart();
     for (const s of sockets) expect((await s.closed).code).toBe(CloseCode.SERVICE_RESTART);
@@ -68,6 +73,10 @@ describe("restart and shutdown", () => {
     await resumed.waitForMessages(4);
     expectSeqs(resumed.messages, 6, 9);
     expect((resumed.events[0] as WelcomeEvent).epoch).toBe(epoch);
+    // Counters are cumulative across restarts: 15 before, 3 replayed and 1 live after.
+    const after = await roomStats(server.url, room);
+    expect(after.deliveries).toBe(15 + 4);
+    expect(after.published).toBe(9);
     resumed.close();
   });
 
