@@ -1,0 +1,28 @@
+// Bundles the load tool (TypeScript) into load/dist so plain Node 20 can run it.
+// Dependencies (ws) stay external and resolve from the project's node_modules.
+import { build } from "esbuild";
+import { fileURLToPath } from "node:url";
+import { dirname, join } from "node:path";
+
+const root = dirname(fileURLToPath(import.meta.url));
+
+const entries = {
+  cli: "src/cli.ts",
+  capacity: "src/capacity-cli.ts",
+  "client-worker": "src/client/worker.ts",
+  "baseline-server": "baselines/ws-room-server.ts",
+};
+
+await build({
+  entryPoints: Object.fromEntries(Object.entries(entries).map(([out, src]) => [out, join(root, src)])),
+  outdir: join(root, "dist"),
+  bundle: true,
+  platform: "node",
+  format: "esm",
+  target: "node20",
+  packages: "external",
+  sourcemap: "linked",
+  logLevel: "warning",
+  // Bundled CommonJS dependencies may call require(); give ESM output one.
+  banner: { js: "import { createRequire as __loadCreateRequire } from 'node:module'; const require = __loadCreateRequire(import.meta.url);" },
+});

@@ -1,0 +1,67 @@
+/**
+ * Cloudflare's published prices used by the cost estimate, with where they
+ * come from. Prices change: check the pages below before quoting a figure.
+ *
+ * - Workers Paid: https://developers.cloudflare.com/workers/platform/pricing/
+ * - Durable Objects: https://developers.cloudflare.com/durable-objects/platform/pricing/
+ *   (20:1 billing of incoming WebSocket messages, outgoing messages free, duration
+ *   billed at 128 MB per object while it is active and not eligible to hibernate)
+ * - Limits: https://developers.cloudflare.com/durable-objects/platform/limits/ and
+ *   https://developers.cloudflare.com/durable-objects/api/state/ (32,768 hibernatable
+ *   WebSockets per object), soft limit of 1,000 requests/s per object
+ *   (https://developers.cloudflare.com/durable-objects/reference/faq/)
+ */
+export interface Pricing {
+  /** Workers Paid subscription, USD per month (includes the allowances below). */
+  workersPaidMonthly: number;
+  workerRequestsIncluded: number;
+  workerRequestsPerMillion: number;
+  workerCpuMsIncluded: number;
+  workerCpuMsPerMillion: number;
+  doRequestsIncluded: number;
+  doRequestsPerMillion: number;
+  /** Incoming WebSocket messages billed per request. */
+  doIncomingMessagesPerRequest: number;
+  doGbSecondsIncluded: number;
+  doGbSecondsPerMillion: number;
+  /** Memory every active object is billed for, GB. */
+  doBilledMemoryGb: number;
+  sqliteRowsWrittenIncluded: number;
+  sqliteRowsWrittenPerMillion: number;
+  sqliteStoredGbIncluded: number;
+  sqliteStoredPerGbMonth: number;
+  /** Where and when these figures were read. */
+  source: string;
+}
+
+export const CLOUDFLARE_PRICING: Pricing = {
+  workersPaidMonthly: 5,
+  workerRequestsIncluded: 10_000_000,
+  workerRequestsPerMillion: 0.3,
+  workerCpuMsIncluded: 30_000_000,
+  workerCpuMsPerMillion: 0.02,
+  doRequestsIncluded: 1_000_000,
+  doRequestsPerMillion: 0.15,
+  doIncomingMessagesPerRequest: 20,
+  doGbSecondsIncluded: 400_000,
+  doGbSecondsPerMillion: 12.5,
+  doBilledMemoryGb: 0.128,
+  sqliteRowsWrittenIncluded: 50_000_000,
+  sqliteRowsWrittenPerMillion: 1.0,
+  sqliteStoredGbIncluded: 5,
+  sqliteStoredPerGbMonth: 0.2,
+  source: "developers.cloudflare.com Workers and Durable Objects pricing pages, Workers Paid plan, as published in 2026",
+};
+
+/** Platform limits per Durable Object. */
+export const CLOUDFLARE_LIMITS = {
+  /** Hibernatable WebSockets per object. */
+  socketsPerObject: 32_768,
+  /** Soft limit on requests per second per object. */
+  requestsPerSecondPerObject: 1_000,
+  /** Memory of the isolate an object runs in, bytes. */
+  memoryPerObjectBytes: 128 * 1024 * 1024,
+} as const;
+
+/** Seconds in the billing month the estimate uses (30 days). */
+export const SECONDS_PER_MONTH = 30 * 24 * 3600;

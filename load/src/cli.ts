@@ -1,0 +1,268 @@
+/**
+ * `npm run load -- <scenario> [options]`: runs one load scenario against the
+ * service (and, with --baseline, against the bundled Node ws baseline in the
+ * same invocation), prints a table, and writes JSON and HTML reports.
+ */
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { randomBytes } from "node:crypto";
+import { DEFAULTS } from "../../client-sdk/src/protocol";
+import { ClientPool } from "./client/pool";
+import { USAGE, UsageRequested, estimatedSeconds, parseLoadOptions, totalSockets, type LoadOptions, type ScenarioName } from "./options";
+import { HttpClient } from "./publisher";
+import { renderHtml } from "./report/html";
+import { ProgressLine } from "./report/progress";
+import { compareRuns, renderText } from "./report/table";
+import { machineInfo, type LoadReport, type TargetRun } from "./result";
+import { broadcastScenario } from "./scenarios/broadcast";
+import type { Scenario, ScenarioContext } from "./scenarios/common";
+import { connectScenario } from "./scenarios/connect";
+import { fanoutScenario } from "./scenarios/fanout";
+import { slowScenario } from "./scenarios/slow";
+import { stormScenario } from "./scenarios/storm";
+import { descriptorLimit, findListeningPid, processName } from "./target/proc";
+import { Sampler } from "./target/sampler";
+import { REPO_ROOT, SpawnedServer, loopbackSources, parseTargetUrl, type TargetAddress } from "./target/target";
+
+const SCENARIO_RUNNERS: Record<ScenarioName, Scenario> = {
+  connect: connectScenario,
+  fanout: fanoutScenario,
+  slow: slowScenario,
+  storm: stormScenario,
+  broadcast: broadcastScenario,
+};
+
+interface TargetSpec {
+  label: "ours" | "baseline";
+}
+
+/** Things to tear down if the hard time limit or a signal ends the run early. */
+const live = { pools: new Set<ClientPool>(), servers: new Set<SpawnedServer>() };
+
+function log(text: string): void {
+  process.stderr.write(`${text}\n`);
+}
+
+async function resolveTarget(options: LoadOptions, spec: TargetSpec): Promise<{ address: TargetAddress; spawned?: SpawnedServer }> {
+  if (spec.label === "baseline") {
+    const spawned = await SpawnedServer.start("baseline", options.baselinePort);
+    live.servers.add(spawned);
+    return { address: parseTargetUrl(`http://127.0.0.1:${options.baselinePort}`, false), spawned };
+  }
+  if (options.spawn) {
+    log(`starting the local server on port ${options.port} (builds first; can take a while)`);
+    const spawned = await SpawnedServer.start("ours", options.port);
+    live.servers.add(spawned);
+    return { address: parseTargetUrl(`http://127.0.0.1:${options.port}`, false), spawned };
+  }
+  return { address: parseTargetUrl(options.url, options.allowRemote) };
+}
+
+async function runTarget(options: LoadOptions, spec: TargetSpec, hardStopAt: number, runId: string): Promise<TargetRun> {
+  const startedAt = new Date();
+  const run: TargetRun = {
+    label: spec.label,
+    url: "",
+    ok: false,
+    startedAt: startedAt.toISOString(),
+    durationMs: 0,
+    summary: {},
+    details: {},
+    timeline: [],
+    marks: [],
+    notes: [],
+  };
+  let spawned: SpawnedServer | undefined;
+  let pool: ClientPool | undefined;
+  let sampler: Sampler | undefined;
+  let http: HttpClient | undefined;
+  let progress: ProgressLine | undefined;
+  try {
+    const resolved = await resolveTarget(options, spec);
+    spawned = resolved.spawned;
+    const address = resolved.address;
+    run.url = address.httpOrigin;
+    http = new HttpClient(address.httpOrigin, Math.min(256, options.rooms + 8), options.publishHeaders);
+    const health = await http.send("GET", "/healthz", undefined, 5000).catch((error: unknown) => {
+      throw new Error(`target ${address.httpOrigin} is not answering /healthz (${String(error)})`);
+    });
+    if (health.status !== 200) throw new Error(`target ${address.httpOrigin}/healthz answered HTTP ${health.status}`);
+
+    const pid = spec.label === "ours" && options.serverPid ? options.serverPid : address.loopback ? (spawned?.serverPid() ?? findListeningPid(address.port)) : undefined;
+    if (pid) {
+      const limit = descriptorLimit(pid);
+      const name = processName(pid);
+      run.server = { pid, ...(name ? { name } : {}), ...(limit ? { descriptorLimit: limit } : {}) };
+      if (limit && totalSockets(options) > limit - 100) {
+        run.notes.push(`the server's descriptor limit is ${limit}: ${totalSockets(options)} sockets will run into it`);
+      }
+    } else if (address.loopback) {
+      run.notes.push("could not find the server process (pass --server-pid): no server CPU or memory figures");
+    } else {
+      run.notes.push("remote target: the server process cannot be sampled; figures are client-side only");
+    }
+
+    sampler = new Sampler(pid, options.sampleMs);
+    progress = new ProgressLine(spec.label, !options.quiet);
+    const line = progress;
+    sampler.onSample((sample) => line.update(sample));
+    sampler.start();
+
+    const roomPrefix = `lt-${runId}-${options.scenario}`;
+    const roomCount = options.rooms;
+    const rooms = Array.from({ length: roomCount }, (_, i) => `${roomPrefix}-${i}`);
+    pool = await ClientPool.start(options.procs, {
+      wsOrigin: address.wsOrigin,
+      wsParams: options.wsParams,
+      rooms,
+      sourceAddresses: address.loopback && options.sources > 0 ? loopbackSources(options.sources) : [],
+      handshakeTimeoutMs: options.handshakeTimeoutMs,
+      deadlineMs: options.deadlineMs,
+      histogramCeilingMs: options.deadlineMs,
+      expectedMessages: Math.ceil(options.rate * options.durationSeconds * 1.3) + 64,
+      pingIntervalMs: DEFAULTS.PING_INTERVAL_SECONDS * 1000,
+      ackBytes: options.ackBytes,
+      inFlight: Math.max(1, Math.ceil(options.inFlight / options.procs)),
+      ...(options.scenario === "storm" ? { reconnect: { baseMs: options.backoffBaseMs, maxMs: options.backoffMaxMs } } : {}),
+      slowFraction: options.scenario === "slow" ? options.slowFraction : 0,
+    });
+    live.pools.add(pool);
+    sampler.attachPool(pool);
+
+    const ctx: ScenarioContext = {
+      options,
+      label: spec.label,
+      address,
+      spawned,
+      pool,
+      sampler,
+      http,
+      progress,
+      rooms,
+      roomPrefix,
+      hardStopAt,
+      summary: run.summary,
+      details: run.details,
+      notes: run.notes,
+      waves: [],
+    };
+    await SCENARIO_RUNNERS[options.scenario](ctx);
+    if (ctx.waves.length) run.waves = ctx.waves;
+    if (ctx.latencyCdf) run.latencyCdf = ctx.latencyCdf;
+    run.ok = true;
+  } catch (error) {
+    run.error = error instanceof Error ? error.message : String(error);
+  } finally {
+    progress?.finish();
+    if (pool) {
+      await pool.stop().catch(() => pool?.kill());
+      live.pools.delete(pool);
+    }
+    if (sampler) {
+      sampler.stop();
+      run.timeline = sampler.samples;
+      run.marks = sampler.marks;
+      const withServer = sampler.samples.filter((s) => s.server);
+      const first = withServer[0]?.server;
+      const peak = sampler.peakServerRss();
+      if (peak !== undefined) run.summary.serverRssPeakBytes = peak;
+      if (first && peak !== undefined) run.summary.serverRssGrowthBytes = peak - first.rssBytes;
+    }
+    http?.close();
+    if (spawned) {
+      await spawned.dispose();
+      live.servers.delete(spawned);
+    }
+    run.durationMs = Date.now() - startedAt.getTime();
+  }
+  return run;
+}
+
+function writeReports(report: LoadReport, dir: string): { json: string; html: string } {
+  mkdirSync(dir, { recursive: true });
+  const stamp = report.startedAt.replace(/[:.]/g, "-");
+  const base = join(dir, `${report.scenario}-${stamp}`);
+  writeFileSync(`${base}.json`, JSON.stringify(report, null, 2));
+  writeFileSync(`${base}.html`, renderHtml(report));
+  return { json: `${base}.json`, html: `${base}.html` };
+}
+
+async function emergencyStop(reason: string): Promise<never> {
+  log(`\nstopping: ${reason}`);
+  for (const pool of live.pools) pool.kill();
+  await Promise.all([...live.servers].map((s) => s.dispose().catch(() => undefined)));
+  process.exit(3);
+}
+
+async function main(): Promise<number> {
+  let options: LoadOptions;
+  try {
+    options = parseLoadOptions(process.argv.slice(2));
+  } catch (error) {
+    if (error instanceof UsageRequested) {
+      process.stdout.write(USAGE);
+      return 0;
+    }
+    log(`${error instanceof Error ? error.message : String(error)}\n\n${USAGE}`);
+    return 2;
+  }
+  if (!options.baselineOnly && !options.spawn) {
+    try {
+      parseTargetUrl(options.url, options.allowRemote);
+    } catch (error) {
+      log(error instanceof Error ? error.message : String(error));
+      return 2;
+    }
+  }
+  const specs: TargetSpec[] = options.baselineOnly ? [{ label: "baseline" }] : [{ label: "ours" }, ...(options.baseline ? [{ label: "baseline" as const }] : [])];
+  const limitSeconds = options.maxSeconds || estimatedSeconds(options);
+  const hardStopAt = Date.now() + limitSeconds * 1000;
+  const watchdog = setTimeout(() => void emergencyStop(`hard time limit of ${limitSeconds} s reached`), limitSeconds * 1000 + 15_000);
+  watchdog.unref();
+  process.once("SIGINT", () => void emergencyStop("interrupted"));
+  process.once("SIGTERM", () => void emergencyStop("terminated"));
+
+  const runId = randomBytes(3).toString("hex");
+  const report: LoadReport = {
+    tool: "edge-fanout-load",
+    schema: 1,
+    scenario: options.scenario,
+    startedAt: new Date().toISOString(),
+    command: `npm run load -- ${process.argv.slice(2).join(" ")}`,
+    options,
+    machine: machineInfo(),
+    runs: [],
+  };
+  for (const [i, spec] of specs.entries()) {
+    if (i > 0) await new Promise((r) => setTimeout(r, 3000)); // let the previous target's sockets drain
+    // Each target gets an equal share of what is left of the time budget.
+    const share = (hardStopAt - Date.now()) / (specs.length - i);
+    log(`running ${options.scenario} against ${spec.label}`);
+    report.runs.push(await runTarget(options, spec, Date.now() + share, `${runId}${i}`));
+  }
+  clearTimeout(watchdog);
+  const ours = report.runs.find((r) => r.label === "ours");
+  const base = report.runs.find((r) => r.label === "baseline");
+  if (ours && base) report.comparison = compareRuns(ours, base);
+
+  const text = renderText(report);
+  if (options.json) {
+    log(text);
+    process.stdout.write(`${JSON.stringify(report)}\n`);
+  } else {
+    process.stdout.write(`\n${text}\n`);
+  }
+  if (options.report) {
+    const files = writeReports(report, options.out ?? join(REPO_ROOT, "load", "results"));
+    log(`report: ${files.html}\njson:   ${files.json}`);
+  }
+  return report.runs.every((r) => r.ok) ? 0 : 1;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    log(error instanceof Error ? (error.stack ?? error.message) : String(error));
+    process.exit(1);
+  },
+);

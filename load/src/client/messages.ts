@@ -1,0 +1,135 @@
+import type { HistogramJSON } from "../stats/histogram";
+import type { DeliveryTotals, PublishedRange } from "../stats/ledger";
+
+/** How one client process is set up; sockets are numbered globally, this process owns index ≡ workerIndex (mod workerCount). */
+export interface WorkerConfig {
+  workerIndex: number;
+  workerCount: number;
+  /** ws:// or wss:// origin of the target, no trailing slash. */
+  wsOrigin: string;
+  /** Extra query parameters on every socket URL (credentials). */
+  wsParams: Record<string, string>;
+  /** Socket i joins rooms[i % rooms.length]. */
+  rooms: string[];
+  /** Loopback source addresses to spread sockets over; empty = let the OS choose. */
+  sourceAddresses: string[];
+  handshakeTimeoutMs: number;
+  /** A message received later than ts + deadline is lost, not latency. */
+  deadlineMs: number;
+  /** Histogram ceiling for latencies, ms (values above share one bucket; max stays exact). */
+  histogramCeilingMs: number;
+  /** Sizing hint for per-client seq sets. */
+  expectedMessages: number;
+  pingIntervalMs: number;
+  /** Acknowledge after this many unacknowledged bytes; 0 = a quarter of the welcome's window. */
+  ackBytes: number;
+  /** Connection attempts in flight at once in this process while opening a wave. */
+  inFlight: number;
+  /** Full-jitter reconnect after a close that allows it; absent = never reconnect. */
+  reconnect?: { baseMs: number; maxMs: number };
+  /** Fraction of clients that belong to the "slow" group (they stall when told to). */
+  slowFraction: number;
+}
+
+export type MainToWorker =
+  | { type: "open"; waveId: number; from: number; to: number }
+  | { type: "stall" }
+  | { type: "resume" }
+  /** Terminate every socket at once (network drop) and let clients reconnect. */
+  | { type: "drop"; at: number }
+  /** The server is being restarted at `at`: measure downtime from there. */
+  | { type: "mark-drop"; at: number }
+  | { type: "settle"; generations: Record<string, PublishedRange[]> }
+  | { type: "close-all" };
+
+export interface WorkerProgress {
+  /** Sockets open right now. */
+  open: number;
+  connecting: number;
+  /** Successful handshakes so far (HTTP 101), including reconnects. */
+  handshakes: number;
+  /** Failed connection attempts so far. */
+  failures: number;
+  welcomes: number;
+  events: number;
+  frames: number;
+  bytes: number;
+  closes: number;
+  /** Clients that lost their socket and are waiting to reconnect. */
+  reconnecting: number;
+  /** Per room: the lowest highest-seq among clients expected to keep up (not stalled, not permanently closed). */
+  lowestSeqByRoom: Record<string, number>;
+  cpuUserUs: number;
+  cpuSystemUs: number;
+  rssBytes: number;
+}
+
+export interface GroupResult {
+  clients: number;
+  totals: DeliveryTotals;
+  /** receive time − server `ts`, in-time first copies only. */
+  latency: HistogramJSON;
+  /** receive time − the publisher's send time carried in the payload (includes the HTTP request). */
+  fromRequest: HistogramJSON;
+}
+
+export interface CloseRecord {
+  /** Epoch ms when the client saw the close. */
+  at: number;
+  code: number;
+  group: "fast" | "slow";
+}
+
+export interface WorkerSettled {
+  groups: { fast: GroupResult; slow: GroupResult };
+  handshakeMs: HistogramJSON;
+  welcomeMs: HistogramJSON;
+  failures: Record<string, number>;
+  closesByCode: Record<string, number>;
+  /** First close seen by each client (capped), for "when were the slow ones closed". */
+  closeRecords: CloseRecord[];
+  reconnect: {
+    attempts: number;
+    failures: Record<string, number>;
+    /** Per client: ms from the drop to its next welcome. */
+    downtimeMs: HistogramJSON;
+    /** Clients that were dropped and had not come back by settle time. */
+    notBack: number;
+    /** Epoch ms of the last welcome after a drop. */
+    lastBackAt: number;
+  };
+  pongs: number;
+  parseErrors: number;
+  errorEvents: number;
+}
+
+export interface WaveDone {
+  waveId: number;
+  attempted: number;
+  ok: number;
+  failures: Record<string, number>;
+  /** Welcome seq per room (lowest seen), the seq the measurement starts after. */
+  welcomeSeqByRoom: Record<string, number>;
+}
+
+export type WorkerToMain =
+  | { type: "ready" }
+  | { type: "progress"; progress: WorkerProgress }
+  | { type: "wave-done"; wave: WaveDone }
+  | { type: "settled"; settled: WorkerSettled }
+  | { type: "closed" }
+  | { type: "fatal"; message: string };
+
+/** Deterministic, evenly spread choice of the slow group (same answer in every process). */
+export function isSlowClient(index: number, fraction: number): boolean {
+  if (fraction <= 0) return false;
+  if (fraction >= 1) return true;
+  const hashed = Math.imul(index + 1, 2654435761) >>> 0;
+  return hashed % 10_000 < Math.round(fraction * 10_000);
+}
+
+/** Full-jitter backoff: uniform in [0, min(max, base·2^attempt)). */
+export function fullJitterDelay(attempt: number, baseMs: number, maxMs: number, random: () => number = Math.random): number {
+  const cap = Math.min(maxMs, baseMs * 2 ** Math.min(attempt, 30));
+  return Math.floor(random() * cap);
+}

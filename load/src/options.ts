@@ -1,0 +1,272 @@
+import { parseArgs } from "node:util";
+
+export const SCENARIOS = ["connect", "fanout", "slow", "storm", "broadcast"] as const;
+export type ScenarioName = (typeof SCENARIOS)[number];
+
+/** Sockets one run may open in total, whatever is asked: the machine's descriptor budget is shared. */
+export const HARD_SOCKET_CAP = 16_000;
+/** No run lasts longer than this, whatever is asked. */
+export const HARD_TIME_CAP_SECONDS = 900;
+
+export interface LoadOptions {
+  scenario: ScenarioName;
+  // target
+  url: string;
+  spawn: boolean;
+  port: number;
+  baseline: boolean;
+  baselineOnly: boolean;
+  baselinePort: number;
+  serverPid: number | undefined;
+  allowRemote: boolean;
+  /** Extra HTTP headers for publishes ("Name: value"), e.g. credentials. */
+  publishHeaders: Record<string, string>;
+  /** Extra query parameters on socket URLs ("name=value"), e.g. a token. */
+  wsParams: Record<string, string>;
+  // client side
+  procs: number;
+  sources: number;
+  inFlight: number;
+  handshakeTimeoutMs: number;
+  ackBytes: number;
+  // shape
+  sockets: number;
+  rooms: number;
+  wave: number;
+  holdSeconds: number;
+  rate: number;
+  payloadBytes: number;
+  durationSeconds: number;
+  deadlineMs: number;
+  slowFraction: number;
+  stallSeconds: number;
+  dropAtSeconds: number;
+  dropMode: "client" | "server";
+  backoffBaseMs: number;
+  backoffMaxMs: number;
+  select: "rooms" | "prefix";
+  // output and bounds
+  sampleMs: number;
+  maxSeconds: number;
+  json: boolean;
+  out: string | undefined;
+  report: boolean;
+  quiet: boolean;
+}
+
+/** Per-scenario defaults; anything given on the command line wins. */
+const DEFAULTS: Record<ScenarioName, Partial<LoadOptions>> = {
+  connect: { sockets: 1000, rooms: 1, holdSeconds: 10, wave: 500 },
+  fanout: { sockets: 1000, rooms: 1, rate: 2, payloadBytes: 100, durationSeconds: 15, deadlineMs: 5000 },
+  // 50 × 4 KB messages/s: a stalled reader falls 1 MiB (the default window) behind in about 5 s.
+  slow: { sockets: 200, rooms: 1, rate: 50, payloadBytes: 4000, durationSeconds: 20, deadlineMs: 5000, slowFraction: 0.1 },
+  storm: { sockets: 1000, rooms: 1, rate: 5, payloadBytes: 100, durationSeconds: 20, deadlineMs: 30_000, dropAtSeconds: 5 },
+  broadcast: { sockets: 100, rooms: 10, rate: 1, payloadBytes: 100, durationSeconds: 10, deadlineMs: 5000 },
+};
+
+export const USAGE = `Usage: npm run load -- <scenario> [options]
+
+Scenarios:
+  connect     open sockets in waves (bounded handshakes in flight), report rate and failures by cause, hold idle
+  fanout      rooms x sockets, publisher at --rate; end-to-end latency matched by room and seq, losses apart
+  slow        like fanout, but --slow-fraction of the clients stop reading; what the others see, when the slow close
+  storm       drop every connection at --drop-at (client side, or --mode server: restart the server) and let
+              clients reconnect with full-jitter backoff and since=; time until all are back, messages lost
+  broadcast   POST /broadcast to every room (coordinator); latency and loss per receiving socket
+
+Target (loopback only unless --allow-remote):
+  --url URL              target service (default http://127.0.0.1:8787); ws/wss/http/https accepted
+  --spawn                start the local server (worker/local/server.mjs) on --port for this run
+  --port N               port for --spawn (default 18201)
+  --baseline             also run the same scenario against the bundled Node ws baseline server and print ratios
+  --baseline-only        run only against the baseline (spawned on --baseline-port)
+  --baseline-port N      default 18210
+  --server-pid PID       process to sample (default: whoever listens on the target port)
+  --allow-remote         allow a non-loopback target (a deployment you own; no server sampling)
+  --publish-header H     "Name: value" header on publishes/broadcasts (repeatable), e.g. credentials
+  --ws-param P           "name=value" query parameter on socket URLs (repeatable), e.g. a token
+
+Shape:
+  --sockets N            sockets per room (connect: total) (hard cap ${HARD_SOCKET_CAP} in total)
+  --rooms N              rooms (sockets spread evenly)
+  --wave N               connect: sockets per wave (default 500)
+  --in-flight N          handshakes in flight at once, all processes together (default 256)
+  --hold S               connect: seconds to hold the sockets idle (default 10)
+  --rate R               messages per second per room (broadcast: broadcasts per second)
+  --payload B            payload size in bytes (JSON of the published value)
+  --duration S           seconds of publishing
+  --deadline MS          a message not received within MS of its ts is lost, not latency
+  --slow-fraction F      slow: share of clients that stop reading (default 0.1)
+  --stall S              slow: seconds the slow clients stay stalled (default: --duration)
+  --drop-at S            storm: seconds after publishing starts to drop everything (default 5)
+  --mode client|server   storm: drop client sockets, or restart the spawned server (default client)
+  --backoff-base MS      storm: reconnect backoff base (default 200), full jitter
+  --backoff-max MS       storm: reconnect backoff cap (default 5000)
+  --select rooms|prefix  broadcast: address rooms by list or by prefix (default rooms)
+
+Client side:
+  --procs N              client processes (default 2)
+  --sources N            loopback source addresses 127.0.0.2.. (default 4; 0 = OS default)
+  --handshake-timeout MS default 10000
+  --ack-bytes B          ack after B unacknowledged bytes (default: a quarter of the welcome's window)
+
+Output and bounds:
+  --json                 print the result as JSON on stdout (human output goes to stderr)
+  --out DIR              where to write the JSON and HTML report (default load/results)
+  --no-report            do not write report files
+  --sample-ms MS         sampling interval (default 500)
+  --max-seconds S        hard time limit for the whole invocation (default: computed, at most ${HARD_TIME_CAP_SECONDS})
+  --quiet                no live progress
+`;
+
+function num(value: string | undefined, name: string, fallback: number, min: number, max: number): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isFinite(n) || n < min || n > max) throw new Error(`--${name} must be a number in [${min}, ${max}], got ${value}`);
+  return n;
+}
+
+function int(value: string | undefined, name: string, fallback: number, min: number, max: number): number {
+  const n = num(value, name, fallback, min, max);
+  if (!Number.isInteger(n)) throw new Error(`--${name} must be an integer, got ${value}`);
+  return n;
+}
+
+function pairs(items: string[], separator: string, name: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const item of items) {
+    const at = item.indexOf(separator);
+    if (at <= 0) throw new Error(`--${name} takes "name${separator}value", got ${JSON.stringify(item)}`);
+    out[item.slice(0, at).trim()] = item.slice(at + 1).trim();
+  }
+  return out;
+}
+
+export function parseLoadOptions(argv: string[]): LoadOptions {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    strict: true,
+    options: {
+      url: { type: "string" },
+      spawn: { type: "boolean" },
+      port: { type: "string" },
+      baseline: { type: "boolean" },
+      "baseline-only": { type: "boolean" },
+      "baseline-port": { type: "string" },
+      "server-pid": { type: "string" },
+      "allow-remote": { type: "boolean" },
+      "publish-header": { type: "string", multiple: true },
+      "ws-param": { type: "string", multiple: true },
+      procs: { type: "string" },
+      sources: { type: "string" },
+      "in-flight": { type: "string" },
+      "handshake-timeout": { type: "string" },
+      "ack-bytes": { type: "string" },
+      sockets: { type: "string" },
+      rooms: { type: "string" },
+      wave: { type: "string" },
+      hold: { type: "string" },
+      rate: { type: "string" },
+      payload: { type: "string" },
+      duration: { type: "string" },
+      deadline: { type: "string" },
+      "slow-fraction": { type: "string" },
+      stall: { type: "string" },
+      "drop-at": { type: "string" },
+      mode: { type: "string" },
+      "backoff-base": { type: "string" },
+      "backoff-max": { type: "string" },
+      select: { type: "string" },
+      "sample-ms": { type: "string" },
+      "max-seconds": { type: "string" },
+      json: { type: "boolean" },
+      out: { type: "string" },
+      "no-report": { type: "boolean" },
+      quiet: { type: "boolean" },
+      help: { type: "boolean", short: "h" },
+    },
+  });
+  if (values.help) throw new UsageRequested();
+  const scenario = positionals[0];
+  if (!scenario || !(SCENARIOS as readonly string[]).includes(scenario)) {
+    throw new Error(`unknown or missing scenario ${JSON.stringify(scenario ?? "")}; one of ${SCENARIOS.join(", ")}`);
+  }
+  const name = scenario as ScenarioName;
+  const d = DEFAULTS[name];
+  const mode = values.mode ?? "client";
+  if (mode !== "client" && mode !== "server") throw new Error("--mode must be client or server");
+  const select = values.select ?? "rooms";
+  if (select !== "rooms" && select !== "prefix") throw new Error("--select must be rooms or prefix");
+
+  const options: LoadOptions = {
+    scenario: name,
+    url: values.url ?? "http://127.0.0.1:8787",
+    spawn: values.spawn ?? false,
+    port: int(values.port, "port", 18201, 1, 65535),
+    baseline: values.baseline ?? false,
+    baselineOnly: values["baseline-only"] ?? false,
+    baselinePort: int(values["baseline-port"], "baseline-port", 18210, 1, 65535),
+    serverPid: values["server-pid"] === undefined ? undefined : int(values["server-pid"], "server-pid", 0, 1, 2 ** 22),
+    allowRemote: values["allow-remote"] ?? false,
+    publishHeaders: pairs(values["publish-header"] ?? [], ":", "publish-header"),
+    wsParams: pairs(values["ws-param"] ?? [], "=", "ws-param"),
+    procs: int(values.procs, "procs", 2, 1, 16),
+    sources: int(values.sources, "sources", 4, 0, 64),
+    inFlight: int(values["in-flight"], "in-flight", 256, 1, 4096),
+    handshakeTimeoutMs: int(values["handshake-timeout"], "handshake-timeout", 10_000, 100, 120_000),
+    ackBytes: int(values["ack-bytes"], "ack-bytes", 0, 0, 64 * 1024 * 1024),
+    sockets: int(values.sockets, "sockets", d.sockets ?? 1000, 1, HARD_SOCKET_CAP),
+    rooms: int(values.rooms, "rooms", d.rooms ?? 1, 1, 1000),
+    wave: int(values.wave, "wave", d.wave ?? HARD_SOCKET_CAP, 1, HARD_SOCKET_CAP),
+    holdSeconds: num(values.hold, "hold", d.holdSeconds ?? 5, 0, 600),
+    rate: num(values.rate, "rate", d.rate ?? 1, 0.01, 10_000),
+    payloadBytes: int(values.payload, "payload", d.payloadBytes ?? 100, 0, 60 * 1024),
+    durationSeconds: num(values.duration, "duration", d.durationSeconds ?? 10, 1, 600),
+    deadlineMs: int(values.deadline, "deadline", d.deadlineMs ?? 5000, 10, 120_000),
+    slowFraction: num(values["slow-fraction"], "slow-fraction", d.slowFraction ?? 0, 0, 1),
+    stallSeconds: num(values.stall, "stall", -1, 0, 600),
+    dropAtSeconds: num(values["drop-at"], "drop-at", d.dropAtSeconds ?? 5, 0, 600),
+    dropMode: mode,
+    backoffBaseMs: int(values["backoff-base"], "backoff-base", 200, 1, 60_000),
+    backoffMaxMs: int(values["backoff-max"], "backoff-max", 5000, 1, 300_000),
+    select,
+    sampleMs: int(values["sample-ms"], "sample-ms", 500, 50, 60_000),
+    maxSeconds: num(values["max-seconds"], "max-seconds", 0, 0, HARD_TIME_CAP_SECONDS),
+    json: values.json ?? false,
+    out: values.out,
+    report: !(values["no-report"] ?? false),
+    quiet: values.quiet ?? false,
+  };
+  if (options.stallSeconds < 0) options.stallSeconds = options.durationSeconds;
+  const total = totalSockets(options);
+  if (total > HARD_SOCKET_CAP) {
+    throw new Error(`${total} sockets requested; one run opens at most ${HARD_SOCKET_CAP} (descriptors are shared on this machine)`);
+  }
+  if (options.dropAtSeconds >= options.durationSeconds && name === "storm") {
+    throw new Error("--drop-at must be earlier than --duration");
+  }
+  return options;
+}
+
+/** Sockets a run opens: `--sockets` is per room except for connect, where it is the total. */
+export function totalSockets(options: Pick<LoadOptions, "scenario" | "sockets" | "rooms">): number {
+  return options.scenario === "connect" ? options.sockets : options.sockets * options.rooms;
+}
+
+/** Generous upper bound on a run's length, used as the hard stop when --max-seconds is not given. */
+export function estimatedSeconds(options: LoadOptions): number {
+  const sockets = totalSockets(options);
+  const setup = 30 + sockets / 200; // even a slow server opens 200 sockets/s
+  const drain = options.deadlineMs / 1000 + 20;
+  const body = options.scenario === "connect" ? options.holdSeconds : options.durationSeconds;
+  const perTarget = setup + body + drain + 30;
+  const targets = options.baseline ? 2 : 1;
+  return Math.min(HARD_TIME_CAP_SECONDS, Math.ceil(perTarget * targets + 60));
+}
+
+export class UsageRequested extends Error {
+  constructor() {
+    super("usage");
+  }
+}

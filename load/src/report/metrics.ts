@@ -1,0 +1,105 @@
+/**
+ * The figures a run can produce, with how to print them and which direction is
+ * better. Results carry them as a flat `summary` record so tables, JSON and
+ * the capacity calculator all read the same names.
+ */
+export type Unit = "count" | "per-second" | "us" | "ms" | "bytes" | "percent" | "ratio" | "seconds";
+
+export interface MetricInfo {
+  label: string;
+  unit: Unit;
+  /** Which way is better, for ratios; undefined = neither (a count of what was asked). */
+  better?: "lower" | "higher";
+}
+
+export const METRICS = {
+  socketsRequested: { label: "sockets requested", unit: "count" },
+  connected: { label: "sockets connected", unit: "count", better: "higher" },
+  connectFailures: { label: "connect failures", unit: "count", better: "lower" },
+  clientSideFailures: { label: "  of which client-side limits", unit: "count" },
+  handshakesPerSecond: { label: "handshakes/s (accepted, all waves)", unit: "per-second", better: "higher" },
+  handshakeP50Ms: { label: "handshake p50", unit: "ms", better: "lower" },
+  handshakeP99Ms: { label: "handshake p99", unit: "ms", better: "lower" },
+  welcomeP99Ms: { label: "time to welcome p99", unit: "ms", better: "lower" },
+  serverCpuPerHandshakeUs: { label: "server CPU per handshake", unit: "us", better: "lower" },
+  idleMemoryPerConnectionBytes: { label: "server RSS per idle connection", unit: "bytes", better: "lower" },
+  systemMemoryPerConnectionBytes: { label: "MemAvailable drop per connection (minus client RSS)", unit: "bytes", better: "lower" },
+  kernelTcpMemoryPerConnectionBytes: { label: "kernel TCP memory per connection (both ends)", unit: "bytes", better: "lower" },
+  serverFdsPerConnection: { label: "server descriptors per connection", unit: "ratio", better: "lower" },
+  published: { label: "messages published (accepted)", unit: "count" },
+  publishFailures: { label: "publish failures", unit: "count", better: "lower" },
+  publishRate: { label: "publish rate achieved (all rooms)", unit: "per-second", better: "higher" },
+  publishHttpP99Ms: { label: "publish HTTP p99", unit: "ms", better: "lower" },
+  expected: { label: "deliveries expected", unit: "count" },
+  delivered: { label: "delivered in time", unit: "count", better: "higher" },
+  deliveriesPerSecond: { label: "deliveries/s", unit: "per-second", better: "higher" },
+  serverCpuPerDeliveryUs: { label: "server CPU per delivery", unit: "us", better: "lower" },
+  deliveriesPerServerCpuSecond: { label: "deliveries per server CPU-second", unit: "per-second", better: "higher" },
+  eventsPerFrame: { label: "messages per frame (coalescing)", unit: "ratio" },
+  latencyP50Ms: { label: "latency p50 (ts -> receive)", unit: "ms", better: "lower" },
+  latencyP95Ms: { label: "latency p95", unit: "ms", better: "lower" },
+  latencyP99Ms: { label: "latency p99", unit: "ms", better: "lower" },
+  latencyMaxMs: { label: "latency max", unit: "ms", better: "lower" },
+  fromRequestP99Ms: { label: "latency p99 from publish request", unit: "ms", better: "lower" },
+  lost: { label: "lost (late + never)", unit: "count", better: "lower" },
+  lostLate: { label: "  late (after deadline)", unit: "count", better: "lower" },
+  lostNever: { label: "  never received", unit: "count", better: "lower" },
+  gaps: { label: "seq gaps seen", unit: "count", better: "lower" },
+  duplicates: { label: "duplicates", unit: "count", better: "lower" },
+  lostEventSeqs: { label: "seqs declared lost by server (lost events)", unit: "count", better: "lower" },
+  slowClients: { label: "slow clients (stalled)", unit: "count" },
+  slowClosed: { label: "slow clients closed by server", unit: "count" },
+  slowClosedAfterS: { label: "first slow-consumer kick after stall (server stats)", unit: "seconds" },
+  slowLatencyP99Ms: { label: "slow clients: latency p99 of what they got", unit: "ms" },
+  slowLost: { label: "slow clients: lost", unit: "count" },
+  serverDrops: { label: "server-reported frame drops", unit: "count" },
+  serverBufferedPeakBytes: { label: "server-reported buffered bytes (peak)", unit: "bytes", better: "lower" },
+  allBackMs: { label: "time until all clients are back", unit: "ms", better: "lower" },
+  downtimeP50Ms: { label: "per-client downtime p50", unit: "ms", better: "lower" },
+  downtimeP99Ms: { label: "per-client downtime p99", unit: "ms", better: "lower" },
+  notBack: { label: "clients not back", unit: "count", better: "lower" },
+  reconnectAttempts: { label: "reconnect attempts", unit: "count" },
+  reconnectFailures: { label: "reconnect attempts failed", unit: "count", better: "lower" },
+  serverRssPeakBytes: { label: "server RSS peak", unit: "bytes", better: "lower" },
+  serverRssGrowthBytes: { label: "server RSS growth during run", unit: "bytes", better: "lower" },
+  serverCpuPercent: { label: "server CPU (% of one core, measured phase)", unit: "percent" },
+  clientCpuPercent: { label: "client CPU (% of one core, all processes)", unit: "percent" },
+  busiestClientProcessPercent: { label: "busiest client process (% of one core)", unit: "percent" },
+  machineBusyPercent: { label: "machine busy (% of all cores)", unit: "percent" },
+} as const satisfies Record<string, MetricInfo>;
+
+export type MetricKey = keyof typeof METRICS;
+export type Summary = Partial<Record<MetricKey, number>>;
+
+const KB = 1024;
+
+/** Human form of one figure. */
+export function formatValue(value: number | undefined, unit: Unit): string {
+  if (value === undefined || Number.isNaN(value)) return "-";
+  switch (unit) {
+    case "count":
+      return Math.round(value).toLocaleString("en-US");
+    case "per-second":
+      return value >= 100 ? Math.round(value).toLocaleString("en-US") : value.toFixed(1);
+    case "us":
+      return value >= 100 ? `${Math.round(value)} µs` : `${value.toFixed(1)} µs`;
+    case "ms":
+      return `${Math.round(value).toLocaleString("en-US")} ms`;
+    case "seconds":
+      return `${value.toFixed(1)} s`;
+    case "bytes":
+      if (Math.abs(value) >= 10 * KB * KB) return `${(value / KB / KB).toFixed(1)} MB`;
+      if (Math.abs(value) >= 10 * KB) return `${(value / KB).toFixed(1)} KB`;
+      return `${Math.round(value)} B`;
+    case "percent":
+      return `${value.toFixed(0)}%`;
+    case "ratio":
+      return value.toFixed(2);
+  }
+}
+
+/** ours / baseline, or undefined when either side is missing or zero. */
+export function ratio(ours: number | undefined, base: number | undefined): number | undefined {
+  if (ours === undefined || base === undefined || !Number.isFinite(ours) || !Number.isFinite(base) || base === 0) return undefined;
+  return ours / base;
+}

@@ -1,0 +1,55 @@
+import { Publisher } from "../publisher";
+import { intervalBetween } from "../target/sampler";
+import {
+  caughtUp,
+  cpuSummary,
+  deliverySummary,
+  openSockets,
+  publishWindowMs,
+  publisherSummary,
+  remainingMs,
+  settledDetails,
+  sleep,
+  waitFor,
+  type Scenario,
+} from "./common";
+
+/**
+ * R rooms × N sockets and a publisher at a fixed rate. Latency is receive time
+ * minus the message's `ts`, matched by room and seq; anything not received
+ * within the deadline is lost and kept out of the percentiles.
+ */
+export const fanoutScenario: Scenario = async (ctx) => {
+  const o = ctx.options;
+  const total = o.sockets * o.rooms;
+  ctx.summary.socketsRequested = total;
+  const opened = await openSockets(ctx, total, o.wave);
+  if (opened.ok === 0) throw new Error(`no socket connected (${JSON.stringify(opened.failures)})`);
+  await sleep(1000);
+
+  const publisher = new Publisher(ctx.http, { rooms: ctx.rooms, rate: o.rate, payloadBytes: o.payloadBytes, mode: { kind: "room" } });
+  const p0 = await ctx.pool.freshProgress();
+  const s0 = ctx.sampler.mark("publish");
+  publisher.start();
+  const publishFor = publishWindowMs(ctx, o.deadlineMs + 15_000);
+  const publishEnd = Date.now() + publishFor;
+  while (Date.now() < publishEnd) {
+    await sleep(250);
+    ctx.progress.setExtra(`published ${publisher.stats.accepted}`);
+  }
+  await publisher.stop();
+
+  ctx.sampler.mark("drain");
+  const last = publisher.lastSeqByRoom();
+  const allIn = await waitFor(() => caughtUp(ctx.pool, last), Math.min(o.deadlineMs + 1000, remainingMs(ctx)));
+  const p1 = await ctx.pool.freshProgress();
+  const s1 = ctx.sampler.mark("settle");
+  if (!allIn) ctx.notes.push("not every client had the last message when the deadline passed");
+
+  const settled = await ctx.pool.settle(publisher.ranges());
+  const interval = intervalBetween(s0, s1);
+  publisherSummary(ctx, publisher);
+  deliverySummary(ctx, settled.fast, interval, p1.events - p0.events, p1.frames - p0.frames);
+  cpuSummary(ctx, interval);
+  settledDetails(ctx, settled);
+};

@@ -1,0 +1,145 @@
+/**
+ * Reads a local server's resource use from /proc (Linux). Everything here is
+ * best effort: a missing file yields undefined, never an exception, so a run
+ * against a remote target or a non-Linux machine still works without samples.
+ */
+import { readFileSync, readdirSync, readlinkSync } from "node:fs";
+
+/** Kernel clock ticks per second for utime/stime; 100 on every mainstream Linux build. */
+const CLOCK_TICKS = 100;
+const PAGE_SIZE = 4096;
+
+export interface ProcessSample {
+  /** Resident set size, bytes. */
+  rssBytes: number;
+  /** utime + stime, microseconds (10 ms resolution). */
+  cpuUs: number;
+  /** Open descriptors. */
+  fds: number;
+  threads: number;
+}
+
+export interface MachineSample {
+  memAvailableBytes: number;
+  /** Kernel memory held by TCP sockets (all processes in this network namespace), bytes. */
+  tcpMemBytes: number;
+  tcpInUse: number;
+  /** Cumulative busy and total jiffies across all cores, for utilisation between two samples. */
+  cpuBusyTicks: number;
+  cpuTotalTicks: number;
+}
+
+function read(path: string): string | undefined {
+  try {
+    return readFileSync(path, "utf8");
+  } catch {
+    return undefined;
+  }
+}
+
+export function sampleProcess(pid: number): ProcessSample | undefined {
+  const stat = read(`/proc/${pid}/stat`);
+  const status = read(`/proc/${pid}/status`);
+  if (!stat || !status) return undefined;
+  // Fields after the parenthesised command name (which may contain spaces).
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  const utime = Number(fields[11]);
+  const stime = Number(fields[12]);
+  const rssKb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
+  const threads = Number(/Threads:\s+(\d+)/.exec(status)?.[1] ?? 0);
+  let fds = 0;
+  try {
+    fds = readdirSync(`/proc/${pid}/fd`).length;
+  } catch {
+    fds = -1;
+  }
+  return { rssBytes: rssKb * 1024, cpuUs: ((utime + stime) * 1_000_000) / CLOCK_TICKS, fds, threads };
+}
+
+export function sampleMachine(): MachineSample {
+  const meminfo = read("/proc/meminfo") ?? "";
+  const sockstat = read("/proc/net/sockstat") ?? "";
+  const cpu = (read("/proc/stat") ?? "").split("\n")[0]?.trim().split(/\s+/).slice(1).map(Number) ?? [];
+  const idle = (cpu[3] ?? 0) + (cpu[4] ?? 0);
+  const total = cpu.slice(0, 8).reduce((a, b) => a + b, 0);
+  const tcp = /TCP: inuse (\d+).*mem (\d+)/.exec(sockstat);
+  return {
+    memAvailableBytes: Number(/MemAvailable:\s+(\d+)/.exec(meminfo)?.[1] ?? 0) * 1024,
+    tcpMemBytes: Number(tcp?.[2] ?? 0) * PAGE_SIZE,
+    tcpInUse: Number(tcp?.[1] ?? 0),
+    cpuBusyTicks: total - idle,
+    cpuTotalTicks: total,
+  };
+}
+
+export function processName(pid: number): string | undefined {
+  return read(`/proc/${pid}/comm`)?.trim();
+}
+
+export function processCommandLine(pid: number): string | undefined {
+  return read(`/proc/${pid}/cmdline`)?.split("\0").filter(Boolean).join(" ");
+}
+
+/** The soft "Max open files" limit of a process. */
+export function descriptorLimit(pid: number): number | undefined {
+  const limits = read(`/proc/${pid}/limits`);
+  const match = limits && /Max open files\s+(\d+)/.exec(limits);
+  return match ? Number(match[1]) : undefined;
+}
+
+/** Inodes of sockets listening on `port` (IPv4 and IPv6). */
+function listeningInodes(port: number): Set<string> {
+  const inodes = new Set<string>();
+  const hexPort = port.toString(16).toUpperCase().padStart(4, "0");
+  for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    const lines = (read(table) ?? "").split("\n").slice(1);
+    for (const line of lines) {
+      const cols = line.trim().split(/\s+/);
+      // cols: sl local_address rem_address st ... inode at index 9; st 0A = LISTEN
+      if (cols.length < 10 || cols[3] !== "0A") continue;
+      if (cols[1]?.split(":")[1] === hexPort) inodes.add(cols[9] as string);
+    }
+  }
+  return inodes;
+}
+
+/**
+ * Finds the process holding the listening socket of `port` by matching socket
+ * inodes in /proc/PID/fd. Only processes of the same user are readable, which
+ * is exactly the case of a local server started by us.
+ */
+export function findListeningPid(port: number): number | undefined {
+  const inodes = listeningInodes(port);
+  if (inodes.size === 0) return undefined;
+  const candidates: number[] = [];
+  let pids: string[] = [];
+  try {
+    pids = readdirSync("/proc").filter((name) => /^\d+$/.test(name));
+  } catch {
+    return undefined;
+  }
+  for (const pid of pids) {
+    let fds: string[];
+    try {
+      fds = readdirSync(`/proc/${pid}/fd`);
+    } catch {
+      continue;
+    }
+    for (const fd of fds) {
+      let link: string;
+      try {
+        link = readlinkSync(`/proc/${pid}/fd/${fd}`);
+      } catch {
+        continue;
+      }
+      const inode = /^socket:\[(\d+)\]$/.exec(link)?.[1];
+      if (inode && inodes.has(inode)) {
+        candidates.push(Number(pid));
+        break;
+      }
+    }
+  }
+  if (candidates.length <= 1) return candidates[0];
+  // A launcher may share the listening socket with its runtime; the one doing the work has the most memory.
+  return candidates.map((pid) => ({ pid, rss: sampleProcess(pid)?.rssBytes ?? 0 })).sort((a, b) => b.rss - a.rss)[0]?.pid;
+}

@@ -1,0 +1,189 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { createWriteStream, existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { findListeningPid } from "./proc";
+
+/** Where the load tool's files live: load/dist/<entry>.js → repository root two levels up. */
+export const DIST_DIR = dirname(fileURLToPath(import.meta.url));
+export const REPO_ROOT = join(DIST_DIR, "..", "..");
+
+export interface TargetAddress {
+  httpOrigin: string;
+  wsOrigin: string;
+  host: string;
+  port: number;
+  loopback: boolean;
+}
+
+/** True for names and addresses that never leave the machine. */
+export function isLoopbackHost(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, "").toLowerCase();
+  return h === "localhost" || h === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h);
+}
+
+/**
+ * Normalises a target URL (http, https, ws or wss). Anything that is not
+ * loopback is refused unless `allowRemote` is set: a load run must never hit
+ * someone else's machine by accident.
+ */
+export function parseTargetUrl(raw: string, allowRemote: boolean): TargetAddress {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new Error(`not a URL: ${raw}`);
+  }
+  const secure = url.protocol === "https:" || url.protocol === "wss:";
+  if (!["http:", "https:", "ws:", "wss:"].includes(url.protocol)) throw new Error(`unsupported scheme ${url.protocol} (use http, https, ws or wss)`);
+  const loopback = isLoopbackHost(url.hostname);
+  if (!loopback && !allowRemote) {
+    throw new Error(`refusing non-loopback target ${url.hostname}: pass --allow-remote to load a deployment you own`);
+  }
+  const port = url.port ? Number(url.port) : secure ? 443 : 80;
+  const hostPort = url.host;
+  return {
+    httpOrigin: `${secure ? "https" : "http"}://${hostPort}`,
+    wsOrigin: `${secure ? "wss" : "ws"}://${hostPort}`,
+    host: url.hostname,
+    port,
+    loopback,
+  };
+}
+
+export type ServerKind = "ours" | "baseline";
+
+/**
+ * A server process started by the load tool itself (our local server or the
+ * baseline), on a port of its own, stopped at the end of the run.
+ */
+export class SpawnedServer {
+  private child: ChildProcess | undefined;
+  readonly logPath: string;
+  private readonly dataDir: string | undefined;
+
+  private constructor(
+    readonly kind: ServerKind,
+    readonly port: number,
+    private readonly workDir: string,
+  ) {
+    this.logPath = join(workDir, `${kind}-server.log`);
+    this.dataDir = kind === "ours" ? join(workDir, "data") : undefined;
+  }
+
+  static async start(kind: ServerKind, port: number): Promise<SpawnedServer> {
+    const workDir = mkdtempSync(join(tmpdir(), `edge-fanout-load-${kind}-`));
+    const server = new SpawnedServer(kind, port, workDir);
+    await server.launch();
+    return server;
+  }
+
+  private launches = 0;
+
+  private command(): { file: string; args: string[] } {
+    if (this.kind === "baseline") return { file: process.execPath, args: [join(DIST_DIR, "baseline-server.js"), "--port", String(this.port)] };
+    const launcher = join(REPO_ROOT, "worker/local/server.mjs");
+    // Built on the first launch; a restart measures the restart, not a rebuild.
+    if (existsSync(launcher)) return { file: process.execPath, args: [launcher, ...(this.launches > 0 ? ["--no-build"] : [])] };
+    throw new Error("no local server launcher found (worker/local/server.mjs); run the service yourself and pass --url");
+  }
+
+  private async launch(): Promise<void> {
+    if (await isUp(this.port)) throw new Error(`port ${this.port} is already in use; pick another with --port/--baseline-port`);
+    const { file, args } = this.command();
+    this.launches++;
+    const log = createWriteStream(this.logPath, { flags: "a" });
+    const child = spawn(file, args, {
+      cwd: REPO_ROOT,
+      env: { ...process.env, PORT: String(this.port), ...(this.dataDir ? { DATA_DIR: this.dataDir } : {}) },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    child.stdout?.pipe(log);
+    child.stderr?.pipe(log);
+    this.child = child;
+    const deadline = Date.now() + 120_000;
+    while (Date.now() < deadline) {
+      if (child.exitCode !== null) throw new Error(`${this.kind} server exited with ${child.exitCode}; see ${this.logPath}`);
+      if (await isUp(this.port)) return;
+      await sleep(200);
+    }
+    await this.stop();
+    throw new Error(`${this.kind} server did not answer /healthz on port ${this.port} within 120 s; see ${this.logPath}`);
+  }
+
+  /** The process to sample: whoever holds the listening socket (workerd for our server). */
+  serverPid(): number | undefined {
+    return findListeningPid(this.port) ?? this.child?.pid;
+  }
+
+  get launcherPid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  /** Graceful stop (SIGTERM: sockets are closed with 1012), forced after a grace period. */
+  async stop(graceMs = 15_000): Promise<void> {
+    const child = this.child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const runtimePid = findListeningPid(this.port);
+    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+    child.kill("SIGTERM");
+    const timer = setTimeout(() => child.kill("SIGKILL"), graceMs);
+    await exited;
+    clearTimeout(timer);
+    // A runtime started by the launcher must not outlive it.
+    if (runtimePid && runtimePid !== child.pid && isAlive(runtimePid)) {
+      try {
+        process.kill(runtimePid, "SIGKILL");
+      } catch {
+        /* already gone */
+      }
+    }
+    this.child = undefined;
+  }
+
+  /** Stops and starts again on the same port and data directory (history survives if the server persists it). */
+  async restart(): Promise<void> {
+    await this.stop();
+    const deadline = Date.now() + 15_000;
+    while (Date.now() < deadline && (await isUp(this.port))) await sleep(100);
+    await this.launch();
+  }
+
+  async dispose(): Promise<void> {
+    await this.stop();
+    try {
+      rmSync(this.workDir, { recursive: true, force: true });
+    } catch {
+      /* temp files; not worth failing a run */
+    }
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function isUp(port: number): Promise<boolean> {
+  try {
+    const res = await fetch(`http://127.0.0.1:${port}/healthz`, { signal: AbortSignal.timeout(1000) });
+    await res.arrayBuffer();
+    return res.ok;
+  } catch {
+    return false;
+  }
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Loopback source addresses to spread client sockets over (127.0.0.2 …), so ephemeral ports never run out. */
+export function loopbackSources(count: number): string[] {
+  return Array.from({ length: Math.max(0, Math.min(count, 250)) }, (_, i) => `127.0.0.${i + 2}`);
+}
