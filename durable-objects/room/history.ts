@@ -2,6 +2,12 @@
  * A room's message log in the object's SQLite storage: the source of `seq`,
  * the room's `epoch`, and the bounded history that resume and replay read.
  *
+ * The log is a ring of HISTORY_MAX_MESSAGES slots (slot = seq mod size), so a
+ * publish costs exactly one row write: no separate seq counter to update and
+ * no trim deletes (storage rows written dominate the bill of a busy room).
+ * The age bound is applied when reading. The latest seq is the largest one in
+ * the ring, which the newest message always occupies.
+ *
  * Each message is stored as its serialized `message` event, so a replay sends
  * the stored text as it is and never re-serializes.
  */
@@ -17,23 +23,27 @@ export interface HistoryBounds {
   maxAgeMs: number;
 }
 
-/** How often trimming runs at most; trimming per publish would double the writes. */
-const TRIM_INTERVAL_MS = 1000;
+/** Idempotency keys are pruned at most this often (each delete is a billed row write). */
+const KEY_PRUNE_INTERVAL_MS = 60_000;
+/** And kept at least this long, so a retried broadcast is recognised well after it first ran. */
+const KEY_MIN_AGE_MS = 86_400_000;
 
 export class History {
   readonly #sql: SqlStorage;
-  readonly #bounds: HistoryBounds;
+  readonly #size: number;
+  readonly #maxAgeMs: number;
   #seq: number;
   #epoch: string;
-  #lastTrim = 0;
+  #lastKeyPrune = 0;
 
   constructor(sql: SqlStorage, bounds: HistoryBounds) {
     this.#sql = sql;
-    this.#bounds = bounds;
-    sql.exec(`CREATE TABLE IF NOT EXISTS messages (seq INTEGER PRIMARY KEY, ts INTEGER NOT NULL, event TEXT NOT NULL)`);
+    this.#size = Math.max(1, bounds.maxMessages);
+    this.#maxAgeMs = bounds.maxAgeMs;
+    sql.exec(`CREATE TABLE IF NOT EXISTS history (slot INTEGER PRIMARY KEY, seq INTEGER NOT NULL, ts INTEGER NOT NULL, event TEXT NOT NULL)`);
     sql.exec(`CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`);
     sql.exec(`CREATE TABLE IF NOT EXISTS idempotency (key TEXT PRIMARY KEY, seq INTEGER NOT NULL, ts INTEGER NOT NULL)`);
-    this.#seq = Number(this.#meta("seq") ?? 0);
+    this.#seq = sql.exec<{ seq: number | null }>(`SELECT max(seq) AS seq FROM history`).one().seq ?? 0;
     const epoch = this.#meta("epoch");
     if (epoch) {
       this.#epoch = epoch;
@@ -64,38 +74,54 @@ export class History {
   }
 
   /**
-   * Assigns the next seq and stores the message. `dataJson` must already be
-   * valid JSON text; it is embedded in the event without re-parsing.
+   * Assigns the next seq and stores the message in its slot, replacing the
+   * message `size` seqs older. `dataJson` must already be valid JSON text; it is
+   * embedded in the event without re-parsing.
    */
   append(dataJson: string, ts: number): StoredMessage {
     const seq = this.#seq + 1;
     const event = `{"type":"message","seq":${seq},"data":${dataJson},"ts":${ts}}`;
-    this.#sql.exec(`INSERT INTO messages (seq, ts, event) VALUES (?, ?, ?)`, seq, ts, event);
-    this.#setMeta("seq", String(seq));
+    this.#sql.exec(
+      `INSERT INTO history (slot, seq, ts, event) VALUES (?, ?, ?, ?)
+       ON CONFLICT (slot) DO UPDATE SET seq = excluded.seq, ts = excluded.ts, event = excluded.event`,
+      seq % this.#size,
+      seq,
+      ts,
+      event,
+    );
     this.#seq = seq;
-    this.#trim(ts);
     return { seq, event };
   }
 
-  /** Oldest seq still held, or null when the history is empty. */
-  oldest(): number | null {
-    const row = this.#sql.exec<{ seq: number | null }>(`SELECT min(seq) AS seq FROM messages`).one();
+  /** Oldest seq still within both bounds, or null when the history is empty. */
+  oldest(now = Date.now()): number | null {
+    const row = this.#sql
+      .exec<{ seq: number | null }>(`SELECT min(seq) AS seq FROM history WHERE seq > ? AND ts >= ?`, this.#seq - this.#size, now - this.#maxAgeMs)
+      .one();
     return row.seq ?? null;
   }
 
-  /** Stored messages with from <= seq <= to, in order, at most `limit`. */
-  range(from: number, to: number, limit: number): StoredMessage[] {
+  /** Stored messages with from <= seq <= to (within the bounds), in order, at most `limit`. */
+  range(from: number, to: number, limit: number, now = Date.now()): StoredMessage[] {
+    const first = Math.max(from, this.#seq - this.#size + 1, 1);
+    const last = Math.min(to, this.#seq);
+    if (first > last) return [];
+    const a = first % this.#size;
+    const b = last % this.#size;
+    // The seqs first..last sit in one run of slots, or two when they wrap around the ring.
+    const slots = a <= b ? `slot BETWEEN ${a} AND ${b}` : `(slot >= ${a} OR slot <= ${b})`;
     return this.#sql
       .exec<{ seq: number; event: string }>(
-        `SELECT seq, event FROM messages WHERE seq >= ? AND seq <= ? ORDER BY seq LIMIT ?`,
-        from,
-        to,
+        `SELECT seq, event FROM history WHERE ${slots} AND seq BETWEEN ? AND ? AND ts >= ? ORDER BY seq LIMIT ?`,
+        first,
+        last,
+        now - this.#maxAgeMs,
         limit,
       )
       .toArray();
   }
 
-  /** The seq an idempotency key was published at, if it was seen within the history window. */
+  /** The seq an idempotency key was published at, if it was seen recently. */
   seenKey(key: string): number | null {
     const rows = this.#sql.exec<{ seq: number }>(`SELECT seq FROM idempotency WHERE key = ?`, key).toArray();
     return rows[0]?.seq ?? null;
@@ -103,16 +129,10 @@ export class History {
 
   rememberKey(key: string, seq: number, ts: number): void {
     this.#sql.exec(`INSERT OR REPLACE INTO idempotency (key, seq, ts) VALUES (?, ?, ?)`, key, seq, ts);
-  }
-
-  #trim(now: number): void {
-    if (now - this.#lastTrim < TRIM_INTERVAL_MS && this.#seq % 64 !== 0) return;
-    this.#lastTrim = now;
-    const keepFrom = this.#seq - this.#bounds.maxMessages + 1;
-    const cutoff = now - this.#bounds.maxAgeMs;
-    this.#sql.exec(`DELETE FROM messages WHERE seq < ? OR ts < ?`, keepFrom, cutoff);
-    // Idempotency keys live as long as the history could replay their message, and at least a day.
-    this.#sql.exec(`DELETE FROM idempotency WHERE ts < ?`, Math.min(cutoff, now - 86_400_000));
+    if (ts - this.#lastKeyPrune >= KEY_PRUNE_INTERVAL_MS) {
+      this.#lastKeyPrune = ts;
+      this.#sql.exec(`DELETE FROM idempotency WHERE ts < ?`, ts - Math.max(KEY_MIN_AGE_MS, this.#maxAgeMs));
+    }
   }
 
   #meta(key: string): string | null {

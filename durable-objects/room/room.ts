@@ -94,9 +94,11 @@ export class Room extends DurableObject<Record<string, unknown>> {
     // Heartbeats are answered by the runtime, so a pinging client never wakes the room.
     ctx.setWebSocketAutoResponse(new WebSocketRequestResponsePair(PING, PONG));
     const now = Date.now();
+    // The runtime also lists sockets still closing (a stalled peer never finishes
+    // the close handshake); those are not members of the room any more.
     for (const ws of ctx.getWebSockets()) {
       const attachment = ws.deserializeAttachment() as SocketAttachment | null;
-      if (attachment) this.#sockets.set(ws, new SocketState(attachment, now));
+      if (attachment && ws.readyState === WebSocket.OPEN) this.#sockets.set(ws, new SocketState(attachment, now));
     }
   }
 
@@ -485,7 +487,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
     return {
       room: this.#name,
       epoch: this.#history.epoch,
-      connections: this.ctx.getWebSockets().length,
+      connections: this.#sockets.size,
       seq: this.#history.seq,
       published: this.#history.seq,
       historyOldest: this.#history.oldest(),

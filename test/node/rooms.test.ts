@@ -91,11 +91,9 @@ describe("resume", () => {
       const s = await TestSocket.open(`${small.wsUrl}/rooms/${room}/ws?since=3`);
       await s.waitFor((x) => x.events.some((e) => e.type === "replayed"));
       const lost = s.events.find((e): e is LostEvent => e.type === "lost");
-      expect(lost).toMatchObject({ type: "lost", reason: "history", from: 4 });
-      const firstKept = (lost?.to ?? 0) + 1;
-      // History holds the newest messages (bounded by count, trimmed in small steps).
-      expect(firstKept).toBeGreaterThan(4);
-      expectSeqs(s.messages, firstKept, 100);
+      // History holds exactly the newest five.
+      expect(lost).toEqual({ type: "lost", reason: "history", from: 4, to: 95 });
+      expectSeqs(s.messages, 96, 100);
       s.close();
     } finally {
       await small.stop();

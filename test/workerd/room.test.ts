@@ -94,22 +94,26 @@ describe("Room object", () => {
     expect((await stub.stats()).seq).toBe(1);
   });
 
-  it("keeps history bounded by count and keeps seq across trims", async () => {
+  it("keeps history bounded by count and age, with one row per slot, and keeps seq across reopen", async () => {
     const stub = bindings.ROOMS.get(bindings.ROOMS.idFromName("history-bounds"));
     await runInDurableObject(stub, (_instance, state) => {
       const history = new History(state.storage.sql, { maxMessages: 10, maxAgeMs: 60_000 });
       const now = Date.now();
       for (let i = 0; i < 200; i++) history.append(JSON.stringify(i), now);
       expect(history.seq).toBe(200);
-      const oldest = history.oldest() ?? 0;
-      // Trimming runs in steps, so the bound holds within one step of 64.
-      expect(oldest).toBeGreaterThan(200 - 10 - 64);
-      expect(history.range(oldest, 200, 1000).map((m) => m.seq)).toEqual(
-        Array.from({ length: 200 - oldest + 1 }, (_, i) => oldest + i),
-      );
-      // Age: everything older than the cutoff goes at the next trim.
-      history.append('"late"', now + 120_000);
-      expect(history.oldest()).toBe(201);
+      expect(history.oldest(now)).toBe(191);
+      expect(history.range(1, 200, 1000, now).map((m) => m.seq)).toEqual([191, 192, 193, 194, 195, 196, 197, 198, 199, 200]);
+      // A range that wraps around the ring comes back in seq order.
+      expect(history.range(194, 197, 1000, now).map((m) => m.seq)).toEqual([194, 195, 196, 197]);
+      expect(history.range(199, 500, 1, now).map((m) => m.seq)).toEqual([199]);
+      // The ring holds exactly `maxMessages` rows: a publish is one row write, never a delete.
+      const rows = state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM history").one().n;
+      expect(rows).toBe(10);
+      // Age: past the cutoff, older messages are no longer served.
+      const later = now + 120_000;
+      history.append('"late"', later);
+      expect(history.oldest(later)).toBe(201);
+      expect(history.range(1, 201, 1000, later).map((m) => m.seq)).toEqual([201]);
       // A new History over the same storage continues the seq and the epoch.
       const reopened = new History(state.storage.sql, { maxMessages: 10, maxAgeMs: 60_000 });
       expect(reopened.seq).toBe(201);
