@@ -48,7 +48,7 @@ Self-hosted host (default: this machine):
 
 Cloudflare assumptions:
   --session-minutes M    average connection life (default 60)
-  --rows-per-message N   SQLite rows written per message (default 3: insert, seq update, trim delete)
+  --rows-per-message N   SQLite rows written per message (default 1: the history ring overwrites one slot)
   --no-ping-billing      do not count the text heartbeat as a billed incoming message
   --ack-kib K            client acks every K KiB received (default: a quarter of the window)
 
@@ -166,7 +166,7 @@ function main(): number {
   const assumptions: CostAssumptions = {
     sessionSeconds: num(values["session-minutes"], "session-minutes", 60) * 60,
     workerCpuMsPerRequest: 1,
-    rowsWrittenPerMessage: num(values["rows-per-message"], "rows-per-message", 3),
+    rowsWrittenPerMessage: num(values["rows-per-message"], "rows-per-message", 1),
     pingsBilled: !(values["no-ping-billing"] ?? false),
     pingIntervalSeconds: DEFAULTS.PING_INTERVAL_SECONDS,
     historyMessages: DEFAULTS.HISTORY_MAX_MESSAGES,

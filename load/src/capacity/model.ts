@@ -140,7 +140,7 @@ export interface CostAssumptions {
   sessionSeconds: number;
   /** Worker CPU per request, ms. */
   workerCpuMsPerRequest: number;
-  /** SQLite rows written per message (the room inserts it, updates its seq, and later deletes it when trimming). */
+  /** SQLite rows written per message: the history is a ring, so a publish overwrites one slot. */
   rowsWrittenPerMessage: number;
   /** Whether the text heartbeat counts as a billed incoming message (auto-responses are not documented either way). */
   pingsBilled: boolean;
@@ -217,7 +217,7 @@ export function cloudflareMonthlyCost(w: Workload, costs: UnitCosts, pricing: Pr
       ? `the text heartbeat every ${a.pingIntervalSeconds} s is counted as a billed incoming message (conservative: it is answered by the runtime without waking the object, and protocol-level pings are documented as free)`
       : "the text heartbeat is not billed (answered by the runtime's auto-response)",
     `an object is billed 128 MB only while handling: ${fmt(handlerSeconds * 1e3)} ms per publish (fan-out CPU measured locally) → active ${(activeShare * 100).toFixed(1)}% of the time`,
-    `${a.rowsWrittenPerMessage} SQLite rows written per message (insert, seq update, trim delete), history of ${a.historyMessages} messages per room`,
+    `${a.rowsWrittenPerMessage} SQLite rows written per message (one ring slot), history of ${a.historyMessages} messages per room`,
     `Worker CPU ${a.workerCpuMsPerRequest} ms per request`,
   ];
   return { lines, totalUsd: lines.reduce((sum, l) => sum + l.usd, 0), rooms, activeShare, assumptions };
