@@ -51,7 +51,7 @@ async function resolveTarget(options: LoadOptions, spec: TargetSpec): Promise<{ 
   }
   if (options.spawn) {
     log(`starting the local server on port ${options.port} (builds first; can take a while)`);
-    const spawned = await SpawnedServer.start("ours", options.port);
+    const spawned = await SpawnedServer.start("ours", options.port, options.serverVars);
     live.servers.add(spawned);
     return { address: parseTargetUrl(`http://127.0.0.1:${options.port}`, false), spawned };
   }
@@ -82,7 +82,7 @@ async function runTarget(options: LoadOptions, spec: TargetSpec, hardStopAt: num
     spawned = resolved.spawned;
     const address = resolved.address;
     run.url = address.httpOrigin;
-    http = new HttpClient(address.httpOrigin, Math.min(256, options.rooms + 8), options.publishHeaders);
+    http = new HttpClient(address.httpOrigin, Math.min(256, options.rooms * options.publishers + 8), options.publishHeaders);
     const health = await http.send("GET", "/healthz", undefined, 5000).catch((error: unknown) => {
       throw new Error(`target ${address.httpOrigin} is not answering /healthz (${String(error)})`);
     });

@@ -23,6 +23,8 @@ export interface LoadOptions {
   publishHeaders: Record<string, string>;
   /** Extra query parameters on socket URLs ("name=value"), e.g. a token. */
   wsParams: Record<string, string>;
+  /** wrangler.toml var overrides for a --spawn'ed server ("KEY=VALUE"), e.g. BATCH_MAX_EVENTS=1. */
+  serverVars: Record<string, string>;
   // client side
   procs: number;
   sources: number;
@@ -35,6 +37,8 @@ export interface LoadOptions {
   wave: number;
   holdSeconds: number;
   rate: number;
+  /** Publishes in flight per room at once. */
+  publishers: number;
   payloadBytes: number;
   durationSeconds: number;
   deadlineMs: number;
@@ -85,6 +89,7 @@ Target (loopback only unless --allow-remote):
   --allow-remote         allow a non-loopback target (a deployment you own; no server sampling)
   --publish-header H     "Name: value" header on publishes/broadcasts (repeatable), e.g. credentials
   --ws-param P           "name=value" query parameter on socket URLs (repeatable), e.g. a token
+  --server-var KV        "KEY=VALUE" var override for the --spawn'ed server (repeatable), e.g. BATCH_MAX_EVENTS=1
 
 Shape:
   --sockets N            sockets per room (connect: total) (hard cap ${HARD_SOCKET_CAP} in total)
@@ -93,6 +98,7 @@ Shape:
   --in-flight N          handshakes in flight at once, all processes together (default 256)
   --hold S               connect: seconds to hold the sockets idle (default 10)
   --rate R               messages per second per room (broadcast: broadcasts per second)
+  --publishers N         publishes in flight per room at once (default 1; more outruns a slow fan-out)
   --payload B            payload size in bytes (JSON of the published value)
   --duration S           seconds of publishing
   --deadline MS          a message not received within MS of its ts is lost, not latency
@@ -158,6 +164,7 @@ export function parseLoadOptions(argv: string[]): LoadOptions {
       "allow-remote": { type: "boolean" },
       "publish-header": { type: "string", multiple: true },
       "ws-param": { type: "string", multiple: true },
+      "server-var": { type: "string", multiple: true },
       procs: { type: "string" },
       sources: { type: "string" },
       "in-flight": { type: "string" },
@@ -168,6 +175,7 @@ export function parseLoadOptions(argv: string[]): LoadOptions {
       wave: { type: "string" },
       hold: { type: "string" },
       rate: { type: "string" },
+      publishers: { type: "string" },
       payload: { type: "string" },
       duration: { type: "string" },
       deadline: { type: "string" },
@@ -211,6 +219,7 @@ export function parseLoadOptions(argv: string[]): LoadOptions {
     allowRemote: values["allow-remote"] ?? false,
     publishHeaders: pairs(values["publish-header"] ?? [], ":", "publish-header"),
     wsParams: pairs(values["ws-param"] ?? [], "=", "ws-param"),
+    serverVars: pairs(values["server-var"] ?? [], "=", "server-var"),
     procs: int(values.procs, "procs", 2, 1, 16),
     sources: int(values.sources, "sources", 4, 0, 64),
     inFlight: int(values["in-flight"], "in-flight", 256, 1, 4096),
@@ -221,6 +230,7 @@ export function parseLoadOptions(argv: string[]): LoadOptions {
     wave: int(values.wave, "wave", d.wave ?? HARD_SOCKET_CAP, 1, HARD_SOCKET_CAP),
     holdSeconds: num(values.hold, "hold", d.holdSeconds ?? 5, 0, 600),
     rate: num(values.rate, "rate", d.rate ?? 1, 0.01, 10_000),
+    publishers: num(values.publishers, "publishers", 1, 1, 256),
     payloadBytes: int(values.payload, "payload", d.payloadBytes ?? 100, 0, 60 * 1024),
     durationSeconds: num(values.duration, "duration", d.durationSeconds ?? 10, 1, 600),
     deadlineMs: int(values.deadline, "deadline", d.deadlineMs ?? 5000, 10, 120_000),

@@ -90,11 +90,17 @@ export interface PublisherOptions {
   rate: number;
   payloadBytes: number;
   mode: PublishMode;
+  /**
+   * Publishes in flight per room at once (room mode). 1 keeps seqs in request
+   * order; more lets the publisher outrun a room's fan-out, which is what
+   * exercises coalescing.
+   */
+  concurrency?: number;
 }
 
 /**
- * Publishes at a fixed rate without drift. In room mode each room has one
- * publish in flight at a time, which keeps seqs in request order and lets the
+ * Publishes at a fixed rate without drift. In room mode each room has
+ * `concurrency` publishes in flight at most (one by default), which lets the
  * publisher see exactly which seqs were accepted (and when a room's seq
  * restarted after its history was lost: a new generation).
  */
@@ -125,7 +131,14 @@ export class Publisher {
     this.running = true;
     const start = performance.now() + 5;
     if (this.options.mode.kind === "room") {
-      this.loops = this.options.rooms.map((room, i) => this.loop(start + (i / this.options.rooms.length) * (1000 / this.options.rate), () => this.publishRoom(room)));
+      const lanes = Math.max(1, this.options.concurrency ?? 1);
+      const interval = 1000 / this.options.rate;
+      // Each room gets `lanes` loops at rate/lanes, staggered so together they keep the rate.
+      this.loops = this.options.rooms.flatMap((room, i) =>
+        Array.from({ length: lanes }, (_, lane) =>
+          this.loop(start + (i / this.options.rooms.length) * interval + lane * interval, () => this.publishRoom(room), interval * lanes),
+        ),
+      );
     } else {
       const select = this.options.mode.select;
       this.loops = [this.loop(start, () => this.publishBroadcast(select))];
@@ -152,8 +165,7 @@ export class Publisher {
     return out;
   }
 
-  private async loop(firstAt: number, publishOnce: () => Promise<void>): Promise<void> {
-    const interval = 1000 / this.options.rate;
+  private async loop(firstAt: number, publishOnce: () => Promise<void>, interval = 1000 / this.options.rate): Promise<void> {
     let next = firstAt;
     while (this.running) {
       const wait = next - performance.now();
@@ -174,8 +186,15 @@ export class Publisher {
       this.generations.set(room, gens);
     }
     const current = gens[gens.length - 1];
-    if (!current || seq <= current.last) gens.push({ first: seq, last: seq });
-    else current.last = seq;
+    // With several publishes in flight, answers arrive slightly out of order:
+    // a seq just below the generation's range extends it; only a seq far below
+    // (the room's seq restarted) opens a new generation.
+    const lanes = Math.max(1, this.options.concurrency ?? 1);
+    if (!current || seq < current.first - lanes || (lanes === 1 && seq <= current.last)) gens.push({ first: seq, last: seq });
+    else {
+      current.first = Math.min(current.first, seq);
+      current.last = Math.max(current.last, seq);
+    }
   }
 
   private fail(cause: string): void {

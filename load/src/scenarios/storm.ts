@@ -33,7 +33,7 @@ export const stormScenario: Scenario = async (ctx) => {
   if (opened.ok === 0) throw new Error(`no socket connected (${JSON.stringify(opened.failures)})`);
   await sleep(1000);
 
-  const publisher = new Publisher(ctx.http, { rooms: ctx.rooms, rate: o.rate, payloadBytes: o.payloadBytes, mode: { kind: "room" } });
+  const publisher = new Publisher(ctx.http, { rooms: ctx.rooms, rate: o.rate, payloadBytes: o.payloadBytes, mode: { kind: "room" }, concurrency: o.publishers });
   const p0 = await ctx.pool.freshProgress();
   const s0 = ctx.sampler.mark("publish");
   const startedAt = Date.now();

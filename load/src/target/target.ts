@@ -67,14 +67,15 @@ export class SpawnedServer {
     readonly kind: ServerKind,
     readonly port: number,
     private readonly workDir: string,
+    private readonly vars: Record<string, string>,
   ) {
     this.logPath = join(workDir, `${kind}-server.log`);
     this.dataDir = kind === "ours" ? join(workDir, "data") : undefined;
   }
 
-  static async start(kind: ServerKind, port: number): Promise<SpawnedServer> {
+  static async start(kind: ServerKind, port: number, vars: Record<string, string> = {}): Promise<SpawnedServer> {
     const workDir = mkdtempSync(join(tmpdir(), `edge-fanout-load-${kind}-`));
-    const server = new SpawnedServer(kind, port, workDir);
+    const server = new SpawnedServer(kind, port, workDir, vars);
     await server.launch();
     return server;
   }
@@ -85,7 +86,8 @@ export class SpawnedServer {
     if (this.kind === "baseline") return { file: process.execPath, args: [join(DIST_DIR, "baseline-server.js"), "--port", String(this.port)] };
     const launcher = join(REPO_ROOT, "worker/local/server.mjs");
     // Built on the first launch; a restart measures the restart, not a rebuild.
-    if (existsSync(launcher)) return { file: process.execPath, args: [launcher, ...(this.launches > 0 ? ["--no-build"] : [])] };
+    const varArgs = Object.entries(this.vars).flatMap(([key, value]) => ["--var", `${key}=${value}`]);
+    if (existsSync(launcher)) return { file: process.execPath, args: [launcher, ...(this.launches > 0 ? ["--no-build"] : []), ...varArgs] };
     throw new Error("no local server launcher found (worker/local/server.mjs); run the service yourself and pass --url");
   }
 
