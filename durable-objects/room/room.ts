@@ -406,6 +406,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
     // The Hibernation API does not answer the peer's close frame; without this the
     // client waits in CLOSING and reports 1006. Reserved codes cannot be sent back.
     const reply = code === 1005 || code === 1006 || code === 1015 ? CloseCode.NORMAL : code;
+    if (ws.readyState === WebSocket.CLOSED) return;
     try {
       ws.close(reply, reason);
     } catch {

@@ -1,13 +1,15 @@
 // Bundles the worker (and its Durable Objects) into dist/worker.js for the local
 // server. `wrangler deploy` bundles the same entry point on its own.
 import { build } from "esbuild";
+import { execFileSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 
 export const root = fileURLToPath(new URL("../../", import.meta.url));
 export const bundlePath = `${root}dist/worker.js`;
 
-/** Builds dist/worker.js; returns its path. */
+/** Builds the client SDK (the worker serves it), then dist/worker.js; returns its path. */
 export async function buildWorker() {
+  execFileSync(process.execPath, [`${root}client-sdk/build.mjs`, "--no-types"], { stdio: ["ignore", "ignore", "inherit"] });
   await build({
     entryPoints: [`${root}worker/index.ts`],
     outfile: bundlePath,

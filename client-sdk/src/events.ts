@@ -1,0 +1,80 @@
+import type { ErrorCode } from "./protocol.js";
+
+/** Connection lifecycle of a room client. */
+export type ConnectionState = "connecting" | "open" | "reconnecting" | "closed";
+
+/** A message published in the room, delivered once and in `seq` order. */
+export class RoomMessageEvent<T = unknown> extends Event {
+  constructor(
+    /** Position in the room's history; grows by exactly 1 per message. */
+    readonly seq: number,
+    readonly data: T,
+    /** Publish time, epoch milliseconds (server clock). */
+    readonly ts: number,
+  ) {
+    super("message");
+  }
+}
+
+/** The connection changed state. */
+export class RoomStateEvent extends Event {
+  constructor(
+    readonly state: ConnectionState,
+    readonly previous: ConnectionState,
+    /** Close code of the socket that ended, when the change was caused by one. */
+    readonly code?: number,
+    readonly reason?: string,
+  ) {
+    super("state");
+  }
+}
+
+/**
+ * Messages `from`..`to` (inclusive) will never be delivered. The application
+ * should reload whatever state it derives from the stream.
+ * - "history": they aged out of the room's history before they could be resent;
+ * - "epoch": the room's history was lost and its seqs restarted; delivery
+ *   continues from the room's current position.
+ */
+export class RoomLostEvent extends Event {
+  constructor(
+    readonly reason: "history" | "epoch",
+    readonly from: number,
+    readonly to: number,
+  ) {
+    super("lost");
+  }
+}
+
+/**
+ * Something went wrong without ending the client: the server refused a frame,
+ * the socket reported an error, or a frame could not be parsed.
+ */
+export class RoomErrorEvent extends Event {
+  constructor(
+    /** A protocol error code, or "transport" for socket-level failures. */
+    readonly code: ErrorCode | "transport",
+    readonly message: string,
+  ) {
+    super("error");
+  }
+}
+
+/** Events a `RoomClient` dispatches, by type. */
+export interface RoomClientEventMap<T> {
+  message: RoomMessageEvent<T>;
+  state: RoomStateEvent;
+  lost: RoomLostEvent;
+  error: RoomErrorEvent;
+}
+
+/** Raised by `publish` when the server refuses it or its outcome is unknown. */
+export class PublishError extends Error {
+  constructor(
+    readonly code: ErrorCode | "closed" | "unconfirmed",
+    message: string,
+  ) {
+    super(message);
+    this.name = "PublishError";
+  }
+}
