@@ -83,11 +83,21 @@ interface PendingPublish {
 const OPEN = 1;
 const noop = (): void => {};
 // The room closes a socket that sends frames faster than its budget (pings
-// excepted); keep well inside it, and keep acks to a share of it so
-// publishes and replay requests still get through.
-const FRAME_RATE = DEFAULTS.CLIENT_FRAMES_PER_SECOND * 0.75;
-const FRAME_BURST = Math.max(1, Math.floor(DEFAULTS.CLIENT_FRAME_BURST / 2));
-const ACK_MIN_INTERVAL_MS = 2000 / DEFAULTS.CLIENT_FRAMES_PER_SECOND;
+// excepted; the welcome announces it); keep well inside it, and keep acks to a
+// share of it so publishes and replay requests still get through.
+interface FramePacing {
+  rate: number;
+  burst: number;
+  ackMinIntervalMs: number;
+}
+function pacingFor(budget: { perSecond: number; burst: number }): FramePacing {
+  const perSecond = budget.perSecond > 0 ? budget.perSecond : Number.POSITIVE_INFINITY;
+  return {
+    rate: perSecond * 0.75,
+    burst: Math.max(1, Math.floor(budget.burst / 2)),
+    ackMinIntervalMs: 2000 / perSecond,
+  };
+}
 // After signs that the server may be dropping frames for this socket, a lull
 // this long in incoming messages triggers a probe for a dropped tail, for as
 // long as the signs are recent.
@@ -134,6 +144,9 @@ export class RoomClient<T = unknown> extends EventTarget {
 
   // Per-connection state, reset by #detach.
   #welcomeSeq = 0;
+  /** Highest seq the room said it dropped for this client (a `dropped` event). */
+  #droppedSeq = 0;
+  #pacing = pacingFor({ perSecond: DEFAULTS.CLIENT_FRAMES_PER_SECOND, burst: DEFAULTS.CLIENT_FRAME_BURST });
   #openedAt = 0;
   #epochReported = false;
   #window: number = DEFAULTS.WINDOW_BYTES;
@@ -172,7 +185,7 @@ export class RoomClient<T = unknown> extends EventTarget {
   #replayFrame: string | null = null;
   /** Publishes not yet sent; they survive reconnects because the server never saw them. */
   #queued: Array<{ frame: ClientFrame & { id: string }; publish: PendingPublish }> = [];
-  #budget = FRAME_BURST;
+  #budget = this.#pacing.burst;
   #refilledAt = 0;
   #pumpTimer: Timer | undefined;
 
@@ -494,6 +507,11 @@ export class RoomClient<T = unknown> extends EventTarget {
         return this.#onLost(event);
       case "replayed":
         return this.#onReplayed(event);
+      case "dropped":
+        // The room names what it dropped, so a dropped tail needs no probe to be found.
+        this.#droppedSeq = Math.max(this.#droppedSeq, event.to);
+        this.#noteDropRisk();
+        return this.#requestGap();
       case "published":
         this.#settlePublish(event.id, (p) => p.resolve(event.seq));
         return;
@@ -512,6 +530,7 @@ export class RoomClient<T = unknown> extends EventTarget {
     if (this.#lastSeq === undefined) {
       this.#lastSeq = welcome.seq;
     } else if (epochChanged) {
+      this.#droppedSeq = 0;
       // The history the position referred to is gone (the server says so
       // too; the report is made once): continue from the room's present.
       this.#reportEpochLoss(1, welcome.seq);
@@ -519,7 +538,8 @@ export class RoomClient<T = unknown> extends EventTarget {
     }
     this.#ackedSeq = this.#receivedSeq = this.#lastSeq!;
     // A new socket starts with a full budget at the room.
-    this.#budget = FRAME_BURST;
+    if (welcome.rate) this.#pacing = pacingFor(welcome.rate);
+    this.#budget = this.#pacing.burst;
     this.#refilledAt = Date.now();
     this.#setState("open");
     if (this.#state === "open") this.#pump();
@@ -588,7 +608,7 @@ export class RoomClient<T = unknown> extends EventTarget {
    */
   #requestGap(probe = false): void {
     if (this.#replayFrom !== 0) return;
-    let to = probe ? Infinity : this.#welcomeSeq;
+    let to = probe ? Infinity : Math.max(this.#welcomeSeq, this.#droppedSeq);
     if (this.#buffer.size > 0) {
       to = Infinity;
       for (const seq of this.#buffer.keys()) to = Math.min(to, seq - 1);
@@ -665,7 +685,7 @@ export class RoomClient<T = unknown> extends EventTarget {
     if (this.#unackedMessages === 0 || this.#ackWanted) return;
     if (this.#unackedMessages >= this.#ackEveryMessages || this.#unackedBytes * 2 >= this.#window) {
       clearTimeout(this.#ackTimer);
-      const wait = this.#lastAckAt + ACK_MIN_INTERVAL_MS - Date.now();
+      const wait = this.#lastAckAt + this.#pacing.ackMinIntervalMs - Date.now();
       this.#ackTimer = wait > 0 ? setTimeout(() => this.#flushAck(), wait) : undefined;
       if (wait <= 0) this.#flushAck();
     } else {
@@ -700,10 +720,10 @@ export class RoomClient<T = unknown> extends EventTarget {
     if (this.#ackWanted && this.#ackSeq() === undefined) this.#ackWanted = false;
     while (this.#ackWanted || this.#replayFrame !== null || this.#queued.length > 0) {
       const now = Date.now();
-      this.#budget = Math.min(FRAME_BURST, this.#budget + ((now - this.#refilledAt) / 1000) * FRAME_RATE);
+      this.#budget = Math.min(this.#pacing.burst, this.#budget + ((now - this.#refilledAt) / 1000) * this.#pacing.rate);
       this.#refilledAt = now;
       if (this.#budget < 1) {
-        this.#pumpTimer = setTimeout(() => this.#pump(), Math.ceil(((1 - this.#budget) / FRAME_RATE) * 1000));
+        this.#pumpTimer = setTimeout(() => this.#pump(), Math.ceil(((1 - this.#budget) / this.#pacing.rate) * 1000));
         return;
       }
       this.#budget -= 1;

@@ -33,6 +33,8 @@ export interface WelcomeEvent {
   epoch: string;
   /** Unacknowledged bytes a socket may have in flight before frames are dropped. */
   window: number;
+  /** The socket's budget for client frames (heartbeats excepted; 0 = no limit); over it the room closes with 4009. */
+  rate: { perSecond: number; burst: number };
 }
 
 /** One published message. `seq` grows by exactly 1 per message within a room. */
@@ -55,6 +57,18 @@ export interface MessageEvent<T = unknown> {
 export interface LostEvent {
   type: "lost";
   reason: "history" | "epoch";
+  from: number;
+  to: number;
+}
+
+/**
+ * Live messages `from`..`to` were not sent to this socket because its window
+ * was full. Sent after the client's next acknowledgement, so a client learns of
+ * drops even when no later message reveals the seq jump. Replay them with a
+ * `replay` request (they are in history) or resume with `since`.
+ */
+export interface DroppedEvent {
+  type: "dropped";
   from: number;
   to: number;
 }
@@ -89,6 +103,7 @@ export type ServerEvent =
   | WelcomeEvent
   | MessageEvent
   | LostEvent
+  | DroppedEvent
   | ReplayedEvent
   | PublishedEvent
   | ErrorEvent;
@@ -99,7 +114,11 @@ export type ServerEventType = ServerEvent["type"];
 // Client -> server frames: JSON objects with a `type` (besides the text "ping").
 // ---------------------------------------------------------------------------
 
-/** "I have received everything up to and including `seq`." Frees window space. */
+/**
+ * "I have received up to `seq`": releases the window bytes of every frame sent
+ * before this ack whose seqs are all <= `seq`. Clients name the highest seq
+ * received (even past a gap being repaired) and ack again after replays.
+ */
 export interface AckFrame {
   type: "ack";
   seq: number;

@@ -4,6 +4,7 @@ import {
   PING,
   PONG,
   parseClientFrame,
+  type DroppedEvent,
   type LostEvent,
   type RoomStats,
   type ReplayedEvent,
@@ -143,6 +144,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
         seq: this.#flushedSeq,
         epoch: this.#history.epoch,
         window: this.#limits.WINDOW_BYTES,
+        rate: this.#rate,
       };
       server.send(JSON.stringify(welcome));
       if (since !== null) this.#resume(server, state, since, epoch);
@@ -288,7 +290,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
   #fanOut(frame: string, bytes: number, lastSeq: number, events: number, now: number): number {
     let sentTo = 0;
     for (const [ws, state] of this.#sockets) {
-      const verdict = state.admit(bytes, events, now, this.#policy);
+      const verdict = state.admit(bytes, lastSeq, events, now, this.#policy);
       if (verdict === "send") {
         if (this.#sendFrame(ws, state, frame, bytes, lastSeq, events)) sentTo += 1;
       } else {
@@ -378,9 +380,13 @@ export class Room extends DurableObject<Record<string, unknown>> {
       }
       const frame = parsed.value;
       switch (frame.type) {
-        case "ack":
+        case "ack": {
           state.ack(frame.seq);
+          // The client is reading again: tell it what it missed meanwhile.
+          const dropped = state.takeDropped();
+          if (dropped) this.#sendControl(ws, { type: "dropped", ...dropped } satisfies DroppedEvent);
           return;
+        }
         case "replay":
           this.#replay(ws, state, frame.from, frame.to ?? this.#flushedSeq);
           return;

@@ -48,6 +48,8 @@ export class SocketState {
   #head = 0;
   #dropStreak = 0;
   #overSince: number | null = null;
+  #droppedFrom = 0;
+  #droppedTo = 0;
   #tokens = -1;
   #refilledAt = 0;
 
@@ -68,14 +70,24 @@ export class SocketState {
    * be delivered); the socket is kicked when it has stayed over the cap for
    * the configured number of drops or time.
    */
-  admit(bytes: number, events: number, now: number, policy: SlowPolicy): SendVerdict {
+  admit(bytes: number, lastSeq: number, events: number, now: number, policy: SlowPolicy): SendVerdict {
     const inFlight = this.inFlight;
     if (policy.windowBytes === 0 || inFlight === 0 || inFlight + bytes <= policy.windowBytes) return "send";
     this.dropped += events;
+    if (this.#droppedFrom === 0) this.#droppedFrom = lastSeq - events + 1;
+    this.#droppedTo = lastSeq;
     this.#dropStreak += 1;
     this.#overSince ??= now;
     if (this.#dropStreak >= policy.dropsBeforeClose || now - this.#overSince >= policy.graceMs) return "kick";
     return "drop";
+  }
+
+  /** The seqs dropped since the last call, if any: what the client should be told. */
+  takeDropped(): { from: number; to: number } | null {
+    if (this.#droppedFrom === 0) return null;
+    const range = { from: this.#droppedFrom, to: this.#droppedTo };
+    this.#droppedFrom = this.#droppedTo = 0;
+    return range;
   }
 
   /**

@@ -120,6 +120,8 @@ function accept(room: Room, socket: WebSocket, since: number | undefined, epoch:
     epoch: room.epoch,
     // Announced for wire compatibility; this baseline does not enforce it.
     window: DEFAULTS.WINDOW_BYTES,
+    // No frame budget: the baseline never rate-limits clients.
+    rate: { perSecond: 0, burst: 0 },
   };
   sendEvent(room, socket, welcome);
   if (since !== undefined) {

@@ -39,9 +39,11 @@ describe("per-socket window", () => {
     expect(stats.windowBytesMax).toBeGreaterThan(WINDOW - 1100);
     expect(stats.windowBytesMax).toBeLessThanOrEqual(WINDOW);
 
-    // It acknowledges; the next live message arrives with a visible seq jump.
+    // It acknowledges; the room tells it what it dropped meanwhile...
     lagging.send({ type: "ack", seq: got });
-    await new Promise((r) => setTimeout(r, 100));
+    await lagging.waitFor((s) => s.events.some((e) => e.type === "dropped"));
+    expect(lagging.events.find((e) => e.type === "dropped")).toEqual({ type: "dropped", from: got + 1, to: N });
+    // ...and the next live message arrives with a visible seq jump.
     await publish(server.url, room, payload(N));
     await lagging.waitFor((s) => s.messages.some((m) => m.seq === N + 1));
     const seqs = lagging.messages.map((m) => m.seq);

@@ -128,15 +128,17 @@ describe("SocketState window", () => {
 
   it("sends within the window, drops over it, and kicks after the streak", () => {
     const s = new SocketState(attachment, 0);
-    expect(s.admit(600, 1, 0, policy)).toBe("send");
+    expect(s.admit(600, 1, 1, 0, policy)).toBe("send");
     s.sent(600, 1);
-    expect(s.admit(300, 1, 0, policy)).toBe("send");
+    expect(s.admit(300, 2, 1, 0, policy)).toBe("send");
     s.sent(300, 2);
     expect(s.inFlight).toBe(900);
-    expect(s.admit(200, 1, 0, policy)).toBe("drop");
-    expect(s.admit(200, 1, 0, policy)).toBe("drop");
-    expect(s.admit(200, 1, 0, policy)).toBe("kick");
-    expect(s.dropped).toBe(3);
+    expect(s.admit(200, 3, 1, 0, policy)).toBe("drop");
+    expect(s.admit(200, 5, 2, 0, policy)).toBe("drop");
+    expect(s.admit(200, 6, 1, 0, policy)).toBe("kick");
+    expect(s.dropped).toBe(4);
+    expect(s.takeDropped()).toEqual({ from: 3, to: 6 });
+    expect(s.takeDropped()).toBeNull();
   });
 
   it("releases acknowledged bytes, and lets a lone oversized frame through to an idle socket", () => {
@@ -147,14 +149,14 @@ describe("SocketState window", () => {
     expect(s.inFlight).toBe(400);
     s.ack(2);
     expect(s.inFlight).toBe(0);
-    expect(s.admit(5000, 1, 0, policy)).toBe("send");
+    expect(s.admit(5000, 3, 1, 0, policy)).toBe("send");
   });
 
   it("kicks on time over the window even before the drop streak", () => {
     const s = new SocketState(attachment, 0);
     s.sent(1000, 1);
-    expect(s.admit(10, 1, 0, { ...policy, dropsBeforeClose: 100 })).toBe("drop");
-    expect(s.admit(10, 1, 10_000, { ...policy, dropsBeforeClose: 100 })).toBe("kick");
+    expect(s.admit(10, 2, 1, 0, { ...policy, dropsBeforeClose: 100 })).toBe("drop");
+    expect(s.admit(10, 3, 1, 10_000, { ...policy, dropsBeforeClose: 100 })).toBe("kick");
   });
 
   it("rate-limits client frames with a token bucket", () => {
