@@ -271,6 +271,10 @@ export const DEFAULTS = {
   CLIENT_FRAMES_PER_SECOND: 20,
   /** Client frames a socket may send in a burst above the sustained rate. */
   CLIENT_FRAME_BURST: 60,
+  /** Names one explicit POST /broadcast `rooms` list may hold. */
+  BROADCAST_MAX_ROOMS: 1000,
+  /** Live-room registry shards (a room belongs to shard hash(name) mod this). */
+  COORDINATOR_SHARDS: 16,
 } as const;
 
 /** Room names: 1-64 characters from a URL-safe set. */
@@ -378,8 +382,40 @@ export interface RoomStats extends RoomCounterValues {
   windowCap: number;
   /** When the current instance of the room started (it restarts after hibernation). */
   instanceStartedAt: number;
-  /** How many times an instance of this room has started (first start, wake from hibernation, restart). */
-  starts: number;
+}
+
+/** One live room in a `GET /rooms` answer. */
+export interface RoomListEntry {
+  room: string;
+  /** Sockets as of the room's last report (at most one heartbeat interval old). */
+  connections: number;
+}
+
+/** Body of a `GET /rooms` answer. */
+export interface RoomList {
+  /** Live rooms in name order. */
+  rooms: RoomListEntry[];
+  /** Pass as `cursor` for the next page; null on the last page. */
+  cursor: string | null;
+}
+
+/** Body of a `POST /broadcast` answer. */
+export interface BroadcastResult {
+  /** The key every room deduped on: the request's Idempotency-Key, or one generated for it. */
+  idempotencyKey: string;
+  /** Rooms that hold the message (delivered now, or by an earlier request with the same key). */
+  rooms: number;
+  /** Sockets the message was sent to by this request. */
+  sockets: number;
+  /** Rooms that already had this key and sent nothing again. */
+  duplicates: number;
+  /** True when every room reached already had the key: a repeated request. */
+  duplicate: boolean;
+  /** Rooms that still failed after every retry (at most 100 names; see failedCount). */
+  failed: string[];
+  failedCount: number;
+  /** Shards that could not be reached: their rooms are in `failed` (explicit lists) or unknown (prefix). */
+  failedShards: number[];
 }
 
 /** URL path of a room's WebSocket endpoint. */

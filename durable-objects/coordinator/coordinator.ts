@@ -1,4 +1,115 @@
 import { DurableObject } from "cloudflare:workers";
+import { isValidRoomName } from "../../client-sdk/src/protocol";
+import { logEvent } from "../log";
+import type { Room } from "../room/room";
+import {
+  FANOUT_ATTEMPTS,
+  FANOUT_BACKOFF_MS,
+  FANOUT_CONCURRENCY,
+  FANOUT_PAGE_ROOMS,
+  readCoordinatorConfig,
+  type CoordinatorConfig,
+} from "./config";
+import { fanOut, type FanOutResult } from "./fan-out";
+import { Registry, type RegistryQuery, type RoomEntry, type RoomReport } from "./registry";
 
-/** Registry of live rooms and cross-room broadcast (one shard of it). */
-export class Coordinator extends DurableObject<Record<string, unknown>> {}
+/** A message for many rooms, as every shard receives it. */
+export interface BroadcastMessage {
+  /** The message's data as JSON text, validated by the worker. */
+  dataJson: string;
+  /** Idempotency key handed to every room; the same on every retry. */
+  key: string;
+}
+
+/** A page of the shard's registry to deliver to: live rooms matching `prefix` after `after`. */
+export interface RegistryPage {
+  prefix: string;
+  after: string | null;
+}
+
+export interface PageFanOutResult extends FanOutResult {
+  /** Pass as `after` for the next page; null when this page reached the end of the registry. */
+  next: string | null;
+}
+
+/**
+ * One shard of the coordinator: the registry of live rooms whose names hash
+ * to it, and the fan-out of broadcasts to them. Shards are named `shard-<i>`
+ * (see shards.ts); nothing ever addresses one by any other name.
+ */
+export class Coordinator extends DurableObject<Record<string, unknown>> {
+  readonly #config: CoordinatorConfig;
+  readonly #registry: Registry;
+  /** Whether the sweep alarm is known to be set; saves a storage call per report. */
+  #sweepArmed = false;
+
+  constructor(ctx: DurableObjectState, env: Record<string, unknown>) {
+    super(ctx, env);
+    this.#config = readCoordinatorConfig(env);
+    this.#registry = new Registry(ctx.storage.sql);
+  }
+
+  /** A room's occupancy report (edge or heartbeat). Reports older than the stored one are ignored. */
+  async report(report: RoomReport): Promise<void> {
+    if (!isValidRoomName(report.room) || !Number.isSafeInteger(report.connections) || report.connections < 0) {
+      logEvent("error", { where: "registry_report", report: JSON.stringify(report).slice(0, 200) });
+      return;
+    }
+    const now = Date.now();
+    this.#registry.apply(report, now + this.#config.ttlMs, now + this.#config.refreshBelowMs);
+    await this.#armSweep();
+  }
+
+  /** Live rooms in name order (see RegistryQuery). */
+  async list(query: RegistryQuery): Promise<RoomEntry[]> {
+    return this.#registry.list(query, Date.now());
+  }
+
+  /** Delivers `message` to the named rooms (a broadcast's explicit list, the part that hashes here). */
+  async deliver(message: BroadcastMessage, rooms: string[]): Promise<FanOutResult> {
+    return this.#fanOut(message, rooms);
+  }
+
+  /**
+   * Delivers `message` to the next page of live rooms in this shard's
+   * registry. One call handles at most FANOUT_PAGE_ROOMS rooms, so one
+   * invocation's subrequests stay bounded however many rooms the shard holds;
+   * the caller pages with `next`.
+   */
+  async deliverPage(message: BroadcastMessage, page: RegistryPage): Promise<PageFanOutResult> {
+    const entries = this.#registry.list({ prefix: page.prefix, after: page.after, limit: FANOUT_PAGE_ROOMS }, Date.now());
+    const rooms = entries.map((e) => e.room);
+    const result = await this.#fanOut(message, rooms);
+    const next = rooms.length === FANOUT_PAGE_ROOMS ? (rooms[rooms.length - 1] ?? null) : null;
+    return { ...result, next };
+  }
+
+  override async alarm(): Promise<void> {
+    this.#sweepArmed = false;
+    if (this.#registry.sweep(Date.now()) > 0) await this.#armSweep();
+  }
+
+  async #fanOut(message: BroadcastMessage, rooms: string[]): Promise<FanOutResult> {
+    const namespace = this.env.ROOMS as DurableObjectNamespace<Room>;
+    return fanOut(
+      rooms,
+      (room) => namespace.get(namespace.idFromName(room)).publish(room, message.dataJson, { idempotencyKey: message.key }),
+      {
+        concurrency: FANOUT_CONCURRENCY,
+        attempts: FANOUT_ATTEMPTS,
+        backoffMs: FANOUT_BACKOFF_MS,
+        onError: (room, attempt, error) =>
+          logEvent("error", { where: "broadcast_delivery", room, attempt, key: message.key, error: String(error) }),
+      },
+    );
+  }
+
+  /** Keeps an alarm set while the registry holds rows, so expired entries are reclaimed. */
+  async #armSweep(): Promise<void> {
+    if (this.#sweepArmed) return;
+    if ((await this.ctx.storage.getAlarm()) === null) {
+      await this.ctx.storage.setAlarm(Date.now() + Math.min(this.#config.ttlMs, 86_400_000));
+    }
+    this.#sweepArmed = true;
+  }
+}

@@ -1,3 +1,8 @@
+import { logEvent } from "../log";
+import { readCoordinatorConfig } from "./config";
+import type { RoomReport } from "./registry";
+import { shardOf, shardStub, type CoordinatorNamespace } from "./shards";
+
 /**
  * How a room tells the coordinator it is live. Rooms report on the edges
  * (0 -> 1 socket and 1 -> 0), and re-assert from their periodic sweep so that
@@ -10,7 +15,72 @@ export interface RoomRegistration {
   heartbeat(room: string, connections: number): void;
 }
 
+const NO_REGISTRATION: RoomRegistration = { occupancyChanged() {}, heartbeat() {} };
+
 /** Registration for a room object; reports run in the background (ctx.waitUntil). */
-export function registrationFor(_env: Record<string, unknown>, _ctx: DurableObjectState): RoomRegistration {
-  return { occupancyChanged() {}, heartbeat() {} };
+export function registrationFor(env: Record<string, unknown>, ctx: DurableObjectState): RoomRegistration {
+  const namespace = env.COORDINATOR;
+  if (!isNamespace(namespace)) return NO_REGISTRATION;
+  return new ShardRegistration(namespace, readCoordinatorConfig(env).shards, ctx);
+}
+
+/**
+ * Sends a room's reports to its registry shard, one at a time and in order,
+ * never blocking the room and never throwing into it. A report made while
+ * another is in flight replaces any unsent one: only the latest state
+ * matters. A report that fails is logged and dropped; the next heartbeat (or
+ * the entry's TTL) repairs what it would have said.
+ */
+class ShardRegistration implements RoomRegistration {
+  readonly #namespace: CoordinatorNamespace;
+  readonly #shards: number;
+  readonly #ctx: DurableObjectState;
+  #unsent: RoomReport | null = null;
+  #sending = false;
+
+  constructor(namespace: CoordinatorNamespace, shards: number, ctx: DurableObjectState) {
+    this.#namespace = namespace;
+    this.#shards = shards;
+    this.#ctx = ctx;
+  }
+
+  occupancyChanged(room: string, connections: number): void {
+    this.#submit({ room, connections, at: Date.now() });
+  }
+
+  heartbeat(room: string, connections: number): void {
+    this.#submit({ room, connections, at: Date.now() });
+  }
+
+  #submit(report: RoomReport): void {
+    this.#unsent = report;
+    if (this.#sending) return;
+    this.#sending = true;
+    try {
+      this.#ctx.waitUntil(this.#drain());
+    } catch (error) {
+      this.#sending = false;
+      logEvent("error", { where: "registry_report", room: report.room, error: String(error) });
+    }
+  }
+
+  async #drain(): Promise<void> {
+    try {
+      while (this.#unsent) {
+        const report = this.#unsent;
+        this.#unsent = null;
+        try {
+          await shardStub(this.#namespace, shardOf(report.room, this.#shards)).report(report);
+        } catch (error) {
+          logEvent("error", { where: "registry_report", room: report.room, error: String(error) });
+        }
+      }
+    } finally {
+      this.#sending = false;
+    }
+  }
+}
+
+function isNamespace(value: unknown): value is CoordinatorNamespace {
+  return typeof value === "object" && value !== null && typeof (value as { idFromName?: unknown }).idFromName === "function";
 }

@@ -64,7 +64,6 @@ export class Room extends DurableObject<Record<string, unknown>> {
   readonly #sockets = new Map<WebSocket, SocketState>();
   readonly #registration: RoomRegistration;
   readonly #instanceStartedAt = Date.now();
-  readonly #starts: number;
   #name: string | null;
   /** Highest seq already handed to the sockets; new sockets start after it. */
   #flushedSeq: number;
@@ -89,8 +88,6 @@ export class Room extends DurableObject<Record<string, unknown>> {
     this.#flushedSeq = this.#history.seq;
     this.#counters = new RoomCounters(this.#history);
     this.#name = this.#history.meta("name");
-    this.#starts = Number(this.#history.meta("starts") ?? 0) + 1;
-    this.#history.setMeta("starts", String(this.#starts));
     this.#registration = registrationFor(env, ctx);
     // Heartbeats are answered by the runtime, so a pinging client never wakes the room.
     ctx.setWebSocketAutoResponse(new WebSocketRequestResponsePair(PING, PONG));
@@ -503,7 +500,6 @@ export class Room extends DurableObject<Record<string, unknown>> {
       windowBytesMax: inFlightMax,
       windowCap: this.#limits.WINDOW_BYTES,
       instanceStartedAt: this.#instanceStartedAt,
-      starts: this.#starts,
     };
   }
 

@@ -40,8 +40,7 @@ describe("hibernation", () => {
     expectSeqs(s.messages, 1, 2);
     const after = await roomStats(server.url, room);
     // A new instance: the constructor ran again, so the object had been evicted.
-    expect(after.starts).toBe(before.starts + 1);
-    expect(after.instanceStartedAt).toBeGreaterThan(before.instanceStartedAt);
+    expect(after.instanceStartedAt).toBeGreaterThan(before.instanceStartedAt + 10_000);
     expect(after.connections).toBe(1);
     // The first instance wrote its counters before it was evicted.
     expect(after.deliveries).toBe(2);

@@ -1,0 +1,93 @@
+import { DEFAULTS } from "../../client-sdk/src/protocol";
+import { readLimits } from "../config";
+import { logEvent } from "../log";
+
+/** Upper bound on BROADCAST_MAX_ROOMS: the body of such a list is already ~670 KB. */
+export const MAX_BROADCAST_ROOMS = 10_000;
+
+/** Upper bound on shards: a listing page asks every shard, so the count stays modest. */
+export const MAX_SHARDS = 1024;
+
+/**
+ * Registry entries live for this many heartbeat intervals without a refresh.
+ * With REFRESH_BELOW_HEARTBEATS below, a steady room's entry is rewritten on
+ * every other heartbeat, and one lost heartbeat never unlists a live room.
+ */
+export const TTL_HEARTBEATS = 4;
+/**
+ * A heartbeat that changes nothing is only written when the entry has less
+ * than this many intervals left: rows written are the registry's main cost.
+ */
+export const REFRESH_BELOW_HEARTBEATS = 2.5;
+
+/** Room publishes a shard keeps in flight during a fan-out. */
+export const FANOUT_CONCURRENCY = 50;
+/** Attempts per room (the first one included) before a room is reported failed. */
+export const FANOUT_ATTEMPTS = 3;
+/** Base of the full-jitter backoff between fan-out rounds, doubled per round. */
+export const FANOUT_BACKOFF_MS = 100;
+/**
+ * Registry rooms one shard invocation delivers to. Together with FANOUT_ATTEMPTS it
+ * bounds the subrequests of one invocation (1,000 x 3 = 3,000, under the 10,000 limit),
+ * whatever the shard holds.
+ */
+export const FANOUT_PAGE_ROOMS = 1000;
+/** Shard calls the worker keeps in flight for one broadcast or listing. */
+export const SHARD_CONCURRENCY = 64;
+/** Attempts per shard call from the worker (safe to repeat: rooms dedupe by idempotency key). */
+export const SHARD_ATTEMPTS = 3;
+
+/** Default and largest `limit` of GET /rooms. */
+export const LIST_DEFAULT_LIMIT = 100;
+export const LIST_MAX_LIMIT = 1000;
+
+/** Failed room names a broadcast answer lists at most (the count is always exact). */
+export const FAILED_NAMES_MAX = 100;
+
+export interface CoordinatorConfig {
+  shards: number;
+  broadcastMaxRooms: number;
+  /** How often a live room re-reports itself: its sweep alarm interval. */
+  heartbeatMs: number;
+  /** A registry entry not refreshed for this long is no longer listed. */
+  ttlMs: number;
+  /** An unchanged report is stored only when the entry has less than this long to live. */
+  refreshBelowMs: number;
+  /** Largest broadcast `data`, serialized, bytes (the publish limit). */
+  maxMessageBytes: number;
+}
+
+/** Entry lifetime when rooms do not heartbeat (IDLE_TIMEOUT_SECONDS = 0): a century. */
+const NEVER_EXPIRES_MS = 100 * 365 * 86_400_000;
+
+const cache = new WeakMap<object, CoordinatorConfig>();
+
+/** Reads the coordinator's settings from the environment's vars (cached per env object). */
+export function readCoordinatorConfig(env: Record<string, unknown>): CoordinatorConfig {
+  const cached = cache.get(env);
+  if (cached) return cached;
+  const limits = readLimits(env);
+  // A room sweeps (and so heartbeats) every IDLE_TIMEOUT_SECONDS; 0 disables the sweep,
+  // and then only edge reports keep entries fresh, so entries must not expire on their own.
+  const heartbeatMs = limits.IDLE_TIMEOUT_SECONDS * 1000;
+  const config: CoordinatorConfig = {
+    shards: readInteger(env, "COORDINATOR_SHARDS", 1, MAX_SHARDS),
+    broadcastMaxRooms: readInteger(env, "BROADCAST_MAX_ROOMS", 1, MAX_BROADCAST_ROOMS),
+    heartbeatMs,
+    ttlMs: heartbeatMs > 0 ? heartbeatMs * TTL_HEARTBEATS : NEVER_EXPIRES_MS,
+    refreshBelowMs: heartbeatMs > 0 ? heartbeatMs * REFRESH_BELOW_HEARTBEATS : NEVER_EXPIRES_MS / 2,
+    maxMessageBytes: limits.MAX_MESSAGE_BYTES,
+  };
+  cache.set(env, config);
+  return config;
+}
+
+/** Reads a coordinator var within its bounds; the default lives with every other limit in the protocol's DEFAULTS. */
+function readInteger(env: Record<string, unknown>, key: "COORDINATOR_SHARDS" | "BROADCAST_MAX_ROOMS", min: number, max: number): number {
+  const raw = env[key];
+  if (raw === undefined || raw === null || raw === "") return DEFAULTS[key];
+  const value = Number(raw);
+  if (Number.isSafeInteger(value) && value >= min && value <= max) return value;
+  logEvent("bad_config", { var: key, value: String(raw), min, max });
+  return DEFAULTS[key];
+}

@@ -1,0 +1,62 @@
+import { forEachBounded, fullJitter, sleep } from "./bounded";
+
+/** What one room answered a broadcast publish with (a subset of the Room's PublishResult). */
+export interface RoomDelivery {
+  recipients: number;
+  duplicate: boolean;
+}
+
+/** Totals of a fan-out to a set of rooms. */
+export interface FanOutResult {
+  /** Rooms that hold the message now: delivered by this call, or by an earlier one with the same key. */
+  rooms: number;
+  /** Sockets the message was sent to by this call. */
+  sockets: number;
+  /** Rooms that already had the idempotency key, so sent nothing. */
+  duplicates: number;
+  /** Rooms still failing after every attempt. */
+  failed: string[];
+}
+
+export interface FanOutOptions {
+  concurrency: number;
+  /** Attempts per room, the first one included. */
+  attempts: number;
+  /** Base of the full-jitter pause between rounds. */
+  backoffMs: number;
+  /** Called with each error, for logging. */
+  onError?: (room: string, attempt: number, error: unknown) => void;
+}
+
+/**
+ * Publishes to every room with bounded concurrency. Rooms that throw are
+ * retried in later rounds, after a jittered pause that lets a briefly
+ * overloaded object recover. `send` must be idempotent (the Room dedupes by
+ * idempotency key), because an attempt that failed may still have published.
+ */
+export async function fanOut(
+  rooms: readonly string[],
+  send: (room: string) => Promise<RoomDelivery>,
+  options: FanOutOptions,
+): Promise<FanOutResult> {
+  const result: FanOutResult = { rooms: 0, sockets: 0, duplicates: 0, failed: [] };
+  let pending = rooms;
+  for (let attempt = 0; attempt < options.attempts && pending.length > 0; attempt++) {
+    if (attempt > 0) await sleep(fullJitter(options.backoffMs, attempt - 1));
+    const failed: string[] = [];
+    await forEachBounded(pending, options.concurrency, async (room) => {
+      try {
+        const delivery = await send(room);
+        result.rooms += 1;
+        result.sockets += delivery.recipients;
+        if (delivery.duplicate) result.duplicates += 1;
+      } catch (error) {
+        options.onError?.(room, attempt + 1, error);
+        failed.push(room);
+      }
+    });
+    pending = failed;
+  }
+  result.failed = [...pending];
+  return result;
+}

@@ -1,0 +1,201 @@
+import { env, exports } from "cloudflare:workers";
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import { readCoordinatorConfig } from "../../durable-objects/coordinator/config";
+import type { Coordinator } from "../../durable-objects/coordinator/coordinator";
+import { fanOut, type RoomDelivery } from "../../durable-objects/coordinator/fan-out";
+import { prefixUpperBound, Registry } from "../../durable-objects/coordinator/registry";
+import { decodeCursor, encodeCursor, parseBroadcastBody, parseListQuery } from "../../durable-objects/coordinator/requests";
+import { hashRoomName, shardOf, shardStub } from "../../durable-objects/coordinator/shards";
+import type { Env } from "../../worker/env";
+
+const bindings = env as unknown as Env;
+type Entry = { fetch(input: string, init?: RequestInit): Promise<Response> };
+const worker = (exports as unknown as { default: Entry }).default;
+const config = readCoordinatorConfig(bindings);
+
+async function until(check: () => Promise<boolean>, ms = 5000, what = "condition"): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+const shardFor = (room: string) => shardStub(bindings.COORDINATOR, shardOf(room, config.shards));
+const listed = async (room: string) =>
+  (await shardFor(room).list({ prefix: room, after: null, limit: 10 })).find((e) => e.room === room) ?? null;
+
+describe("sharding", () => {
+  it("hashes names stably and spreads them evenly over the shards", () => {
+    // FNV-1a reference values: a change here would move every room to another shard.
+    expect(hashRoomName("")).toBe(0x811c9dc5);
+    expect(hashRoomName("a")).toBe(0xe40c292c);
+    expect(hashRoomName("foobar")).toBe(0xbf9cf968);
+    const counts = new Array<number>(16).fill(0);
+    for (let i = 0; i < 16_000; i++) counts[shardOf(`room-${i}`, 16)]! += 1;
+    for (const count of counts) expect(Math.abs(count - 1000)).toBeLessThan(150);
+  });
+});
+
+describe("request parsing", () => {
+  it("round-trips cursors and refuses anything else", () => {
+    for (const room of ["a", "room-1", "Z.~:_-9", "x".repeat(64)]) expect(decodeCursor(encodeCursor(room))).toBe(room);
+    for (const bad of ["", "abc", "!!!!", btoa("r1:bad name"), btoa("other:room")]) expect(decodeCursor(bad)).toBeNull();
+    expect(parseListQuery({ cursor: encodeCursor("m") })).toMatchObject({ ok: true, value: { after: "m", prefix: "", limit: 100 } });
+  });
+
+  it("dedupes an explicit room list and keeps data as JSON text", () => {
+    const parsed = parseBroadcastBody(JSON.stringify({ data: { a: [1, "two"] }, rooms: ["x", "y", "x"] }), config);
+    expect(parsed).toEqual({ ok: true, value: { target: { kind: "rooms", rooms: ["x", "y"] }, dataJson: '{"a":[1,"two"]}' } });
+    expect(parseBroadcastBody('{"data":null}', config)).toEqual({ ok: true, value: { target: { kind: "prefix", prefix: "" }, dataJson: "null" } });
+  });
+
+  it("bounds a prefix range by incrementing its last character", () => {
+    expect(prefixUpperBound("abc")).toBe("abd");
+    expect(prefixUpperBound("a~")).toBe("a\x7f");
+    for (const name of ["abc", "abc-1", "abc~~~"]) expect(name >= "abc" && name < prefixUpperBound("abc")).toBe(true);
+    for (const name of ["abd", "ab", "abD"]) expect(name >= "abc" && name < prefixUpperBound("abc")).toBe(false);
+  });
+});
+
+describe("fan-out", () => {
+  const ok: RoomDelivery = { recipients: 2, duplicate: false };
+
+  it("keeps at most `concurrency` sends in flight and counts every room", async () => {
+    let inFlight = 0;
+    let peak = 0;
+    const rooms = Array.from({ length: 120 }, (_, i) => `r${i}`);
+    const result = await fanOut(
+      rooms,
+      async () => {
+        peak = Math.max(peak, ++inFlight);
+        await new Promise((r) => setTimeout(r, 1));
+        inFlight -= 1;
+        return ok;
+      },
+      { concurrency: 7, attempts: 3, backoffMs: 1 },
+    );
+    expect(peak).toBe(7);
+    expect(result).toEqual({ rooms: 120, sockets: 240, duplicates: 0, failed: [] });
+  });
+
+  it("retries failing rooms, and reports the ones that never succeed after `attempts` tries", async () => {
+    const calls = new Map<string, number>();
+    const result = await fanOut(
+      ["flaky", "dead", "fine"],
+      async (room) => {
+        const n = (calls.get(room) ?? 0) + 1;
+        calls.set(room, n);
+        if (room === "dead" || (room === "flaky" && n < 3)) throw new Error("overloaded");
+        // A retry after a lost answer finds the key already published.
+        return room === "flaky" ? { recipients: 0, duplicate: true } : ok;
+      },
+      { concurrency: 2, attempts: 3, backoffMs: 1 },
+    );
+    expect(Object.fromEntries(calls)).toEqual({ flaky: 3, dead: 3, fine: 1 });
+    expect(result).toEqual({ rooms: 2, sockets: 2, duplicates: 1, failed: ["dead"] });
+  });
+});
+
+describe("registry shard", () => {
+  it("applies reports in the rooms' order, keeps tombstones, and stops listing expired entries", async () => {
+    const stub = shardStub(bindings.COORDINATOR, 9_999);
+    await stub.report({ room: "reg-a", connections: 1, at: 1000 });
+    await stub.report({ room: "reg-b", connections: 4, at: 1000 });
+    await stub.report({ room: "reg-a", connections: 3, at: 2000 });
+    // Older than what is stored: a delayed report must not win.
+    await stub.report({ room: "reg-a", connections: 1, at: 1500 });
+    expect(await stub.list({ prefix: "reg-", after: null, limit: 10 })).toEqual([
+      { room: "reg-a", connections: 3 },
+      { room: "reg-b", connections: 4 },
+    ]);
+
+    // The room emptied; the "1" it had sent before arrives late and is ignored.
+    await stub.report({ room: "reg-b", connections: 0, at: 3000 });
+    await stub.report({ room: "reg-b", connections: 1, at: 2500 });
+    expect(await stub.list({ prefix: "reg-", after: null, limit: 10 })).toEqual([{ room: "reg-a", connections: 3 }]);
+    expect(await stub.list({ prefix: "reg-", after: "reg-a", limit: 10 })).toEqual([]);
+
+    // Time passes beyond the TTL without a heartbeat: unlisted at once, reclaimed by the sweep alarm.
+    await runInDurableObject(stub, (_instance: Coordinator, state) => {
+      state.storage.sql.exec(`UPDATE rooms SET expires_at = ? WHERE name = 'reg-a'`, Date.now() - 1);
+    });
+    expect(await stub.list({ prefix: "reg-", after: null, limit: 10 })).toEqual([]);
+    expect(await runDurableObjectAlarm(stub)).toBe(true);
+    const { rows, alarm } = await runInDurableObject(stub, async (_instance: Coordinator, state) => ({
+      rows: state.storage.sql.exec<{ name: string }>(`SELECT name FROM rooms ORDER BY name`).toArray().map((r) => r.name),
+      alarm: await state.storage.getAlarm(),
+    }));
+    // The tombstone of reg-b lives until its own TTL, and the sweep is armed again for it.
+    expect(rows).toEqual(["reg-b"]);
+    expect(alarm).not.toBeNull();
+  });
+
+  it("writes an unchanged heartbeat only when the entry's remaining lifetime runs low", async () => {
+    const stub = shardStub(bindings.COORDINATOR, 9_996);
+    const written = await runInDurableObject(stub, (_instance: Coordinator, state) => {
+      const registry = new Registry(state.storage.sql);
+      const now = Date.now();
+      return [
+        registry.apply({ room: "hb", connections: 2, at: 1 }, now + 4000, now + 2500),
+        // Same count, entry still has 4 s left, more than the 3.5 s threshold: skipped.
+        registry.apply({ room: "hb", connections: 2, at: 2 }, now + 5000, now + 3500),
+        // Same count, 4 s left is under the 4.5 s threshold: refreshed.
+        registry.apply({ room: "hb", connections: 2, at: 3 }, now + 6000, now + 4500),
+        // A changed count is always written.
+        registry.apply({ room: "hb", connections: 3, at: 4 }, now + 6100, now + 4600),
+      ];
+    });
+    expect(written).toEqual([true, false, true, true]);
+    expect(await stub.list({ prefix: "", after: null, limit: 10 })).toEqual([{ room: "hb", connections: 3 }]);
+  });
+
+  it("ignores malformed reports", async () => {
+    const stub = shardStub(bindings.COORDINATOR, 9_998);
+    await stub.report({ room: "bad name", connections: 1, at: 1 });
+    await stub.report({ room: "ok", connections: -1, at: 1 });
+    expect(await stub.list({ prefix: "", after: null, limit: 10 })).toEqual([]);
+  });
+
+  it("stores an entry in under 200 bytes", async () => {
+    const stub = shardStub(bindings.COORDINATOR, 9_997);
+    const { before, after } = await runInDurableObject(stub, async (instance: Coordinator, state) => {
+      await instance.report({ room: "warm-up", connections: 1, at: 1 });
+      const before = state.storage.sql.databaseSize;
+      for (let i = 0; i < 10_000; i++) {
+        await instance.report({ room: `tenant-${Math.floor(i / 100)}:room-${String(i).padStart(6, "0")}`, connections: 1 + (i % 50), at: 2 });
+      }
+      return { before, after: state.storage.sql.databaseSize };
+    });
+    const perEntry = (after - before) / 10_000;
+    console.log(`registry storage: ${perEntry.toFixed(1)} bytes per entry (names of 20 characters)`);
+    expect(perEntry).toBeLessThan(200);
+  });
+});
+
+describe("room registration", () => {
+  it("registers a room on its first socket, heals a lost entry at the next heartbeat, and unlists it when emptied", async () => {
+    const room = "registration-heal";
+    const res = await worker.fetch(`http://edge.test/rooms/${room}/ws`, { headers: { Upgrade: "websocket" } });
+    expect(res.status).toBe(101);
+    const ws = res.webSocket as WebSocket;
+    ws.accept();
+    await until(async () => (await listed(room)) !== null, 5000, "0 -> 1 report");
+    expect(await listed(room)).toEqual({ room, connections: 1 });
+
+    // The shard loses the entry (a lost report, a restored backup...).
+    await runInDurableObject(shardFor(room), (_instance: Coordinator, state) => {
+      state.storage.sql.exec(`DELETE FROM rooms WHERE name = ?`, room);
+    });
+    expect(await listed(room)).toBeNull();
+
+    // The room's sweep alarm is its heartbeat.
+    const roomStub = bindings.ROOMS.get(bindings.ROOMS.idFromName(room));
+    expect(await runDurableObjectAlarm(roomStub)).toBe(true);
+    await until(async () => (await listed(room)) !== null, 5000, "heartbeat report");
+
+    ws.close(1000, "bye");
+    await until(async () => (await listed(room)) === null, 5000, "1 -> 0 report");
+  });
+});
