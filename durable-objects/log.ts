@@ -2,7 +2,7 @@
  * Structured logs: one JSON object per line, so `wrangler tail` and log
  * pipelines can filter by event, room and reason.
  */
-export type LogEventName = "error" | "kick" | "refusal" | "socket_error" | "socket_dropped" | "bad_config" | "broadcast";
+export type LogEventName = "error" | "kick" | "refusal" | "socket_error" | "socket_dropped" | "bad_config" | "broadcast" | "open_mode";
 
 export function logEvent(event: LogEventName, fields: Record<string, unknown>): void {
   const line = JSON.stringify({ event, ...fields });

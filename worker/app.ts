@@ -4,10 +4,16 @@ import { isValidRoomName } from "../client-sdk/src/protocol";
 import { readLimits, type Limits } from "../durable-objects/config";
 import { logEvent } from "../durable-objects/log";
 import { ROOM_NAME_HEADER } from "../durable-objects/room/room";
+import { utf8Length } from "../durable-objects/room/utf8";
+import { recordPublish } from "./analytics";
+import { requirePublishKey, subscribeAccess, warnWhenOpen } from "./auth";
 import type { Env } from "./env";
 import { jsonError } from "./errors";
 import { coordinatorRoutes } from "./coordinator-routes";
 import { localRoutes } from "./local-routes";
+import { metricsRoutes } from "./metrics";
+import { flushServiceCountersSoon } from "./service-counters";
+import { staticRoutes } from "./static";
 import { admitSocket } from "./local-admission";
 import { decodePublishBody } from "./publish-body";
 
@@ -36,11 +42,31 @@ app.notFound((c) => jsonError(c, 404, "not_found", `no route for ${c.req.method}
 app.use("*", async (c, next) => {
   c.set("limits", limitsOf(c.env));
   await next();
+  // Hono throws when there is no execution context (the app called directly, as tests do);
+  // then the counts simply wait for a request that has one.
+  let ctx: ExecutionContext | undefined;
+  try {
+    ctx = c.executionCtx;
+  } catch {
+    ctx = undefined;
+  }
+  if (ctx) flushServiceCountersSoon(c.env, ctx);
 });
+
+// Access control runs before the routes it guards (docs/security.md).
+app.use("*", warnWhenOpen());
+app.use("/rooms/:room/publish", requirePublishKey());
+app.use("/broadcast", requirePublishKey());
+// The listing names every live room: as private as publishing.
+app.use("/rooms", requirePublishKey());
+app.use("/metrics", requirePublishKey());
+app.use("/rooms/:room/ws", subscribeAccess());
 
 app.get("/healthz", (c) => c.json({ ok: true }));
 
 app.route("/__local", localRoutes);
+app.route("/", staticRoutes);
+app.route("/", metricsRoutes);
 app.route("/", coordinatorRoutes);
 
 // Every /rooms/:room route validates the name once, here.
@@ -91,6 +117,7 @@ app.post(
     if (!body.ok) return jsonError(c, 400, body.error, body.message);
     const stub = c.env.ROOMS.get(c.env.ROOMS.idFromName(room));
     const result = await stub.publish(room, body.dataJson);
+    recordPublish(c.env, room, result.recipients, utf8Length(body.dataJson));
     return c.json({ room, seq: result.seq, recipients: result.recipients });
   },
 );

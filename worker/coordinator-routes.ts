@@ -7,6 +7,7 @@ import { parseBroadcastBody, parseIdempotencyKey, parseListQuery } from "../dura
 import { logEvent } from "../durable-objects/log";
 import type { Env } from "./env";
 import { jsonError } from "./errors";
+import { countBroadcast } from "./service-counters";
 
 /** GET /rooms (live-room registry) and POST /broadcast (cross-room fan-out). */
 export const coordinatorRoutes = new Hono<{ Bindings: Env }>();
@@ -46,6 +47,7 @@ coordinatorRoutes.post(
     const idempotencyKey = key.value ?? crypto.randomUUID();
     const started = Date.now();
     const result = await runBroadcast(c.env.COORDINATOR, config, body.value.target, body.value.dataJson, idempotencyKey);
+    if (!result.duplicate) countBroadcast();
     logEvent("broadcast", {
       key: idempotencyKey,
       target: body.value.target.kind === "rooms" ? `${body.value.target.rooms.length} rooms` : `prefix ${JSON.stringify(body.value.target.prefix)}`,

@@ -19,6 +19,17 @@ export const PING = "ping";
 export const PONG = "pong";
 
 // ---------------------------------------------------------------------------
+// Subprotocols. Browsers cannot set headers on a WebSocket but can offer
+// subprotocols: `new WebSocket(url, [SUBPROTOCOL, TOKEN_SUBPROTOCOL_PREFIX + jwt])`
+// carries a subscribe token outside the URL; the server selects SUBPROTOCOL.
+// ---------------------------------------------------------------------------
+
+/** Subprotocol clients offer and the server selects (docs/security.md). */
+export const SUBPROTOCOL = "fanout.v1";
+/** Prefix of the offered subprotocol that carries a subscribe token: `token.<jwt>`. */
+export const TOKEN_SUBPROTOCOL_PREFIX = "token.";
+
+// ---------------------------------------------------------------------------
 // Server -> client events. A frame is JSON text holding one event object or a
 // JSON array of event objects (a coalesced batch).
 // ---------------------------------------------------------------------------
@@ -354,6 +365,8 @@ export function parseServerFrame(text: string): ParseResult<ServerEvent[]> {
 
 /** A room's cumulative counters: they survive hibernation and restarts and only grow. */
 export interface RoomCounterValues {
+  /** Messages published into the room. */
+  published: number;
   /** Frames sent to sockets (one frame may carry several messages). */
   framesSent: number;
   bytesSent: number;
@@ -367,14 +380,18 @@ export interface RoomCounterValues {
   refusals: Record<string, number>;
 }
 
+/** Service-wide sums behind `GET /metrics`: every room's counters plus the worker's own. */
+export interface ServiceTotals extends RoomCounterValues {
+  /** POST /broadcast requests accepted. */
+  broadcasts: number;
+}
+
 /** Body of `GET /rooms/{room}`. */
 export interface RoomStats extends RoomCounterValues {
   room: string | null;
   epoch: string;
   connections: number;
   seq: number;
-  /** Messages published since the room's history began (equals seq). */
-  published: number;
   historyOldest: number | null;
   /** Sum and maximum of unacknowledged bytes over the sockets. */
   windowBytesInFlight: number;

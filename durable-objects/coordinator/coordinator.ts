@@ -1,5 +1,5 @@
 import { DurableObject } from "cloudflare:workers";
-import { isValidRoomName } from "../../client-sdk/src/protocol";
+import { isValidRoomName, type ServiceTotals } from "../../client-sdk/src/protocol";
 import { logEvent } from "../log";
 import type { Room } from "../room/room";
 import {
@@ -12,6 +12,7 @@ import {
 } from "./config";
 import { fanOut, type FanOutResult } from "./fan-out";
 import { Registry, type RegistryQuery, type RoomEntry, type RoomReport } from "./registry";
+import { Totals } from "./totals";
 
 /** A message for many rooms, as every shard receives it. */
 export interface BroadcastMessage {
@@ -27,6 +28,13 @@ export interface RegistryPage {
   after: string | null;
 }
 
+/** One shard's part of GET /metrics. */
+export interface ShardMetrics {
+  liveRooms: number;
+  connections: number;
+  totals: ServiceTotals;
+}
+
 export interface PageFanOutResult extends FanOutResult {
   /** Pass as `after` for the next page; null when this page reached the end of the registry. */
   next: string | null;
@@ -40,6 +48,7 @@ export interface PageFanOutResult extends FanOutResult {
 export class Coordinator extends DurableObject<Record<string, unknown>> {
   readonly #config: CoordinatorConfig;
   readonly #registry: Registry;
+  readonly #totals: Totals;
   /** Whether the sweep alarm is known to be set; saves a storage call per report. */
   #sweepArmed = false;
 
@@ -47,6 +56,7 @@ export class Coordinator extends DurableObject<Record<string, unknown>> {
     super(ctx, env);
     this.#config = readCoordinatorConfig(env);
     this.#registry = new Registry(ctx.storage.sql);
+    this.#totals = new Totals(ctx.storage.sql);
   }
 
   /** A room's occupancy report (edge or heartbeat). Reports older than the stored one are ignored. */
@@ -57,7 +67,19 @@ export class Coordinator extends DurableObject<Record<string, unknown>> {
     }
     const now = Date.now();
     this.#registry.apply(report, now + this.#config.ttlMs, now + this.#config.refreshBelowMs);
+    // Deltas add up in any order, so even a report too old for the registry counts here.
+    if (report.delta) this.#totals.add(report.delta);
     await this.#armSweep();
+  }
+
+  /** Counts that happen outside rooms (the worker's refusals and broadcasts), added to this shard's totals. */
+  async addTotals(delta: Partial<ServiceTotals>): Promise<void> {
+    this.#totals.add(delta);
+  }
+
+  /** Live rooms and connections in this shard's registry, and its totals. */
+  async metrics(): Promise<ShardMetrics> {
+    return { ...this.#registry.occupancy(Date.now()), totals: this.#totals.values };
   }
 
   /** Live rooms in name order (see RegistryQuery). */

@@ -1,3 +1,4 @@
+import type { RoomCounterValues } from "../../client-sdk/src/protocol";
 import { logEvent } from "../log";
 import { readCoordinatorConfig } from "./config";
 import type { RoomReport } from "./registry";
@@ -15,13 +16,19 @@ export interface RoomRegistration {
   heartbeat(room: string, connections: number): void;
 }
 
+/** Where a report's counter delta comes from, and where its success is recorded. */
+export interface CounterSource {
+  unreported(): RoomCounterValues | null;
+  reported(delta: RoomCounterValues): void;
+}
+
 const NO_REGISTRATION: RoomRegistration = { occupancyChanged() {}, heartbeat() {} };
 
 /** Registration for a room object; reports run in the background (ctx.waitUntil). */
-export function registrationFor(env: Record<string, unknown>, ctx: DurableObjectState): RoomRegistration {
+export function registrationFor(env: Record<string, unknown>, ctx: DurableObjectState, counters: CounterSource): RoomRegistration {
   const namespace = env.COORDINATOR;
   if (!isNamespace(namespace)) return NO_REGISTRATION;
-  return new ShardRegistration(namespace, readCoordinatorConfig(env).shards, ctx);
+  return new ShardRegistration(namespace, readCoordinatorConfig(env).shards, ctx, counters);
 }
 
 /**
@@ -29,19 +36,23 @@ export function registrationFor(env: Record<string, unknown>, ctx: DurableObject
  * never blocking the room and never throwing into it. A report made while
  * another is in flight replaces any unsent one: only the latest state
  * matters. A report that fails is logged and dropped; the next heartbeat (or
- * the entry's TTL) repairs what it would have said.
+ * the entry's TTL) repairs what it would have said. Each report carries the
+ * counters that grew since the last report that succeeded, taken when it is
+ * sent, so a failed report's delta rides on the next one.
  */
 class ShardRegistration implements RoomRegistration {
   readonly #namespace: CoordinatorNamespace;
   readonly #shards: number;
   readonly #ctx: DurableObjectState;
+  readonly #counters: CounterSource;
   #unsent: RoomReport | null = null;
   #sending = false;
 
-  constructor(namespace: CoordinatorNamespace, shards: number, ctx: DurableObjectState) {
+  constructor(namespace: CoordinatorNamespace, shards: number, ctx: DurableObjectState, counters: CounterSource) {
     this.#namespace = namespace;
     this.#shards = shards;
     this.#ctx = ctx;
+    this.#counters = counters;
   }
 
   occupancyChanged(room: string, connections: number): void {
@@ -67,10 +78,12 @@ class ShardRegistration implements RoomRegistration {
   async #drain(): Promise<void> {
     try {
       while (this.#unsent) {
-        const report = this.#unsent;
+        const delta = this.#counters.unreported();
+        const report: RoomReport = { ...this.#unsent, delta };
         this.#unsent = null;
         try {
           await shardStub(this.#namespace, shardOf(report.room, this.#shards)).report(report);
+          if (delta) this.#counters.reported(delta);
         } catch (error) {
           logEvent("error", { where: "registry_report", room: report.room, error: String(error) });
         }

@@ -1,4 +1,4 @@
-import type { RoomListEntry } from "../../client-sdk/src/protocol";
+import type { RoomCounterValues, RoomListEntry } from "../../client-sdk/src/protocol";
 /**
  * One shard's share of the live-room registry, in the shard's SQLite storage.
  *
@@ -23,9 +23,10 @@ export interface RoomReport {
   connections: number;
   /** The room's clock when it made the report, epoch ms. */
   at: number;
+  /** Counters that grew since the room's last successful report (service-wide metrics). */
+  delta?: RoomCounterValues | null;
 }
 
-/** One live room as the registry knows it. */
 /** A live room as the registry lists it (the `GET /rooms` entry of the protocol). */
 export type RoomEntry = RoomListEntry;
 
@@ -95,6 +96,16 @@ export class Registry {
         ...params,
       )
       .toArray();
+  }
+
+  /** Live rooms and the sockets they last reported. */
+  occupancy(now: number): { liveRooms: number; connections: number } {
+    return this.#sql
+      .exec<{ liveRooms: number; connections: number }>(
+        `SELECT count(*) AS liveRooms, coalesce(sum(connections), 0) AS connections FROM rooms WHERE connections > 0 AND expires_at > ?`,
+        now,
+      )
+      .one();
   }
 
   /** Deletes entries (and tombstones) whose TTL has passed; returns how many rows remain. */

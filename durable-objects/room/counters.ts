@@ -5,8 +5,36 @@ import type { History } from "./history";
 const PERSIST_INTERVAL_MS = 5000;
 const META_KEY = "counters";
 
-function zero(): RoomCounterValues {
-  return { framesSent: 0, bytesSent: 0, deliveries: 0, drops: 0, kicks: 0, refusals: {} };
+export function zeroCounters(): RoomCounterValues {
+  return { published: 0, framesSent: 0, bytesSent: 0, deliveries: 0, drops: 0, kicks: 0, refusals: {} };
+}
+
+/** `into` += `delta` (or -= with sign -1), field by field, refusals by reason. */
+export function addCounters(into: RoomCounterValues, delta: RoomCounterValues, sign: 1 | -1 = 1): void {
+  into.published += sign * delta.published;
+  into.framesSent += sign * delta.framesSent;
+  into.bytesSent += sign * delta.bytesSent;
+  into.deliveries += sign * delta.deliveries;
+  into.drops += sign * delta.drops;
+  into.kicks += sign * delta.kicks;
+  for (const [reason, count] of Object.entries(delta.refusals)) {
+    const next = (into.refusals[reason] ?? 0) + sign * count;
+    if (next === 0) delete into.refusals[reason];
+    else into.refusals[reason] = next;
+  }
+}
+
+function isZero(c: RoomCounterValues): boolean {
+  return (
+    c.published === 0 && c.framesSent === 0 && c.bytesSent === 0 && c.deliveries === 0 && c.drops === 0 && c.kicks === 0 &&
+    Object.keys(c.refusals).length === 0
+  );
+}
+
+interface Stored {
+  values: RoomCounterValues;
+  /** What the registry has been told so far; the difference is the next report's delta. */
+  reported: RoomCounterValues;
 }
 
 /**
@@ -15,9 +43,14 @@ function zero(): RoomCounterValues {
  * the storage writes of a publish; instead they are written at most every few
  * seconds, with a timer for the tail so a room that goes quiet (and then
  * hibernates) has written its last counts first.
+ *
+ * The registry learns them as deltas: each report carries what grew since the
+ * last report that succeeded, so service-wide totals are sums of deltas and
+ * survive rooms coming and going.
  */
 export class RoomCounters {
   readonly values: RoomCounterValues;
+  readonly #reported: RoomCounterValues;
   readonly #history: History;
   #lastPersist = 0;
   #timer: ReturnType<typeof setTimeout> | null = null;
@@ -25,11 +58,26 @@ export class RoomCounters {
   constructor(history: History) {
     this.#history = history;
     const stored = history.meta(META_KEY);
-    this.values = stored ? { ...zero(), ...(JSON.parse(stored) as Partial<RoomCounterValues>) } : zero();
+    const parsed = stored ? (JSON.parse(stored) as Partial<Stored>) : {};
+    this.values = { ...zeroCounters(), ...parsed.values };
+    this.#reported = { ...zeroCounters(), ...parsed.reported };
   }
 
   refused(reason: string): void {
     this.values.refusals[reason] = (this.values.refusals[reason] ?? 0) + 1;
+    this.changed();
+  }
+
+  /** What grew since the last successful report, or null when nothing did. */
+  unreported(): RoomCounterValues | null {
+    const delta = structuredClone(this.values);
+    addCounters(delta, this.#reported, -1);
+    return isZero(delta) ? null : delta;
+  }
+
+  /** The registry has counted `delta`. */
+  reported(delta: RoomCounterValues): void {
+    addCounters(this.#reported, delta);
     this.changed();
   }
 
@@ -56,6 +104,7 @@ export class RoomCounters {
 
   #persist(): void {
     this.#lastPersist = Date.now();
-    this.#history.setMeta(META_KEY, JSON.stringify(this.values));
+    const stored: Stored = { values: this.values, reported: this.#reported };
+    this.#history.setMeta(META_KEY, JSON.stringify(stored));
   }
 }

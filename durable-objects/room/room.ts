@@ -88,7 +88,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
     this.#flushedSeq = this.#history.seq;
     this.#counters = new RoomCounters(this.#history);
     this.#name = this.#history.meta("name");
-    this.#registration = registrationFor(env, ctx);
+    this.#registration = registrationFor(env, ctx, this.#counters);
     // Heartbeats are answered by the runtime, so a pinging client never wakes the room.
     ctx.setWebSocketAutoResponse(new WebSocketRequestResponsePair(PING, PONG));
     const now = Date.now();
@@ -225,6 +225,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
     }
     const now = Date.now();
     const stored = this.#history.append(dataJson, now);
+    this.#counters.values.published += 1;
     if (key !== undefined) this.#history.rememberKey(key, stored.seq, now);
     this.#pending.push({ ...stored, bytes: utf8Length(stored.event) });
     const recipients = await this.#scheduleFlush();
@@ -340,7 +341,10 @@ export class Room extends DurableObject<Record<string, unknown>> {
   // -------------------------------------------------------------------------
 
   override async webSocketMessage(ws: WebSocket, message: string | ArrayBuffer): Promise<void> {
-    const state = this.#stateOf(ws);
+    // A socket the room no longer tracks was closed (or forgotten) by the room: frames the
+    // peer sent before it saw the close were answered by the close, and must not be acted on.
+    const state = this.#sockets.get(ws);
+    if (!state) return;
     try {
       const now = Date.now();
       state.lastActivity = now;
@@ -493,7 +497,6 @@ export class Room extends DurableObject<Record<string, unknown>> {
       epoch: this.#history.epoch,
       connections: this.#sockets.size,
       seq: this.#history.seq,
-      published: this.#history.seq,
       historyOldest: this.#history.oldest(),
       ...this.#counters.values,
       windowBytesInFlight: inFlight,
@@ -511,22 +514,6 @@ export class Room extends DurableObject<Record<string, unknown>> {
     if (!name || this.#name === name) return;
     this.#name = name;
     this.#history.setMeta("name", name);
-  }
-
-  /** State for a socket; a socket from before the last wake gets a fresh one from its attachment. */
-  #stateOf(ws: WebSocket): SocketState {
-    let state = this.#sockets.get(ws);
-    if (!state) {
-      const attachment = (ws.deserializeAttachment() as SocketAttachment | null) ?? {
-        id: crypto.randomUUID(),
-        connectedAt: Date.now(),
-        canPublish: false,
-        expiresAt: null,
-      };
-      state = new SocketState(attachment, Date.now());
-      this.#track(ws, state);
-    }
-    return state;
   }
 
   /** Every socket enters the room here, so the registry hears of the first one. */

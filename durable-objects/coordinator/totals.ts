@@ -1,0 +1,33 @@
+import type { ServiceTotals } from "../../client-sdk/src/protocol";
+import { addCounters, zeroCounters } from "../room/counters";
+
+export function zeroTotals(): ServiceTotals {
+  return { ...zeroCounters(), broadcasts: 0 };
+}
+
+/** `into` += `delta`: room counters field by field, plus the service's own counts. */
+export function addTotals(into: ServiceTotals, delta: Partial<ServiceTotals>): void {
+  addCounters(into, { ...zeroTotals(), ...delta });
+  into.broadcasts += delta.broadcasts ?? 0;
+}
+
+/**
+ * A shard's running sums of what its rooms (and, on shard 0, the workers)
+ * reported: one row, rewritten once per report that carries a delta.
+ */
+export class Totals {
+  readonly #sql: SqlStorage;
+  readonly values: ServiceTotals;
+
+  constructor(sql: SqlStorage) {
+    this.#sql = sql;
+    sql.exec(`CREATE TABLE IF NOT EXISTS totals (id INTEGER PRIMARY KEY CHECK (id = 0), value TEXT NOT NULL)`);
+    const row = sql.exec<{ value: string }>(`SELECT value FROM totals WHERE id = 0`).toArray()[0];
+    this.values = { ...zeroTotals(), ...(row ? (JSON.parse(row.value) as Partial<ServiceTotals>) : {}) };
+  }
+
+  add(delta: Partial<ServiceTotals>): void {
+    addTotals(this.values, delta);
+    this.#sql.exec(`INSERT OR REPLACE INTO totals (id, value) VALUES (0, ?)`, JSON.stringify(this.values));
+  }
+}

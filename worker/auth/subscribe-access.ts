@@ -1,0 +1,80 @@
+import type { Context, MiddlewareHandler } from "hono";
+import { CAN_PUBLISH_HEADER, TOKEN_EXPIRES_HEADER } from "../../durable-objects/room/room";
+import { originAllowed } from "./origins";
+import { refuse } from "./refusal";
+import { accessSettings } from "./secrets";
+import { FANOUT_SUBPROTOCOL, parseSubprotocolOffer } from "./subprotocol";
+import { tokenAllowsRoom, verifyToken } from "./tokens";
+
+/** Headers only the edge may set: a client sending its own would grant itself rights. */
+const EDGE_HEADERS = [CAN_PUBLISH_HEADER, TOKEN_EXPIRES_HEADER] as const;
+
+/** Swaps the request the route handler forwards to the room for one with the edge's verdict. */
+function forwardWith(c: Context, set: Record<string, string>): void {
+  const headers = new Headers(c.req.raw.headers);
+  for (const name of EDGE_HEADERS) headers.delete(name);
+  for (const [name, value] of Object.entries(set)) headers.set(name, value);
+  c.req.raw = new Request(c.req.raw, { headers });
+}
+
+/**
+ * Selects `fanout.v1` in the 101 answer. The room answers without a
+ * subprotocol, and a browser that offered some drops a connection whose
+ * answer selects none.
+ */
+function selectSubprotocol(c: Context): void {
+  const res = c.res;
+  if (res.status !== 101 || !res.webSocket) return;
+  const headers = new Headers(res.headers);
+  headers.set("Sec-WebSocket-Protocol", FANOUT_SUBPROTOCOL);
+  const upgraded = new Response(null, { status: 101, webSocket: res.webSocket, headers });
+  // Clearing first keeps Hono from re-wrapping the answer (which would lose the socket).
+  c.res = undefined;
+  c.res = upgraded;
+}
+
+/**
+ * Guards `GET /rooms/:room/ws`:
+ * 1. the `Origin` must be on ALLOWED_ORIGINS when that list is set (403);
+ * 2. a subprotocol offer must include `fanout.v1` (400);
+ * 3. with TOKEN_SECRET set, a valid token for the room is required, from
+ *    `?token=` or a `token.<jwt>` subprotocol (401 missing/invalid/expired,
+ *    403 other room).
+ * The verdict reaches the room in edge-only headers: whether the socket may
+ * publish, and when its token expires (the room closes it with 4001 then).
+ * With no TOKEN_SECRET the socket is open and may publish.
+ */
+export function subscribeAccess(): MiddlewareHandler {
+  return async (c, next) => {
+    const settings = accessSettings(c.env as Record<string, unknown>);
+    const room = c.req.param("room") ?? "";
+
+    if (!originAllowed(c.req.header("origin"), settings.allowedOrigins)) {
+      return refuse(c, "origin_not_allowed", "this origin may not open sockets", { room });
+    }
+    const offer = parseSubprotocolOffer(c.req.header("sec-websocket-protocol"));
+    if (offer.offered.length > 0 && !offer.fanout) {
+      return refuse(c, "bad_subprotocol", `offer the ${FANOUT_SUBPROTOCOL} subprotocol (a token goes alongside it as token.<jwt>)`, { room });
+    }
+
+    const verdict: Record<string, string> = {};
+    if (settings.tokenSecret !== null) {
+      const token = c.req.query("token") ?? offer.token;
+      if (token === null || token === "") {
+        return refuse(c, "missing_token", "a token is required: ?token=<jwt> or subprotocol token.<jwt>", { room });
+      }
+      const check = await verifyToken(token, settings.tokenSecret);
+      if (!check.ok) return refuse(c, check.reason, check.message, { room });
+      if (!tokenAllowsRoom(check.claims, room)) {
+        return refuse(c, "room_not_allowed", "the token does not open this room", { room, subject: check.claims.sub });
+      }
+      verdict[CAN_PUBLISH_HEADER] = check.claims.pub === true ? "true" : "false";
+      // Past the largest safe integer the room would ignore it; such a token never expires in practice anyway.
+      verdict[TOKEN_EXPIRES_HEADER] = String(Math.min(Math.floor(check.claims.exp * 1000), Number.MAX_SAFE_INTEGER));
+    }
+    forwardWith(c, verdict);
+
+    await next();
+    if (offer.fanout) selectSubprotocol(c);
+  };
+}

@@ -1,0 +1,76 @@
+import { DEFAULT_TOKEN_TTL_SECONDS, mintToken, type TokenRequest } from "./tokens";
+
+export const TOKEN_CLI_USAGE = `Mints a subscribe token signed with TOKEN_SECRET (from the environment).
+
+Usage: npm run token -- --room NAME [--prefix P] [--ttl SECONDS] [--sub ID] [--publish]
+
+  --room NAME     exact room the token opens
+  --prefix P      every room whose name starts with P (with or instead of --room)
+  --ttl SECONDS   lifetime, default ${DEFAULT_TOKEN_TTL_SECONDS}
+  --sub ID        subject (who the token is for), logged with refusals
+  --publish       the holder may publish over the socket
+
+Prints the token on stdout. Connect with ws://HOST/rooms/NAME/ws?token=TOKEN
+or offer the subprotocols ["fanout.v1", "token.TOKEN"].`;
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function fail(message: string): CliResult {
+  return { code: 2, stdout: "", stderr: `${message}\n\n${TOKEN_CLI_USAGE}\n` };
+}
+
+/** Parses the arguments into a token request, or says what is wrong with them. */
+export function parseTokenArgs(argv: readonly string[]): { ok: true; request: TokenRequest } | { ok: false; error: string } {
+  const request: TokenRequest = {};
+  for (let i = 0; i < argv.length; i++) {
+    const flag = argv[i];
+    const value = argv[i + 1];
+    const needValue = (): string | null => (value === undefined || value.startsWith("--") ? null : value);
+    switch (flag) {
+      case "--room":
+      case "--prefix":
+      case "--sub": {
+        const v = needValue();
+        if (v === null) return { ok: false, error: `${flag} needs a value` };
+        if (flag === "--room") request.room = v;
+        else if (flag === "--prefix") request.prefix = v;
+        else request.sub = v;
+        i += 1;
+        break;
+      }
+      case "--ttl": {
+        const v = needValue();
+        const ttl = Number(v);
+        if (v === null || !Number.isSafeInteger(ttl) || ttl <= 0) return { ok: false, error: "--ttl needs a positive whole number of seconds" };
+        request.ttlSeconds = ttl;
+        i += 1;
+        break;
+      }
+      case "--publish":
+        request.pub = true;
+        break;
+      default:
+        return { ok: false, error: `unknown argument ${JSON.stringify(flag)}` };
+    }
+  }
+  if (request.room === undefined && request.prefix === undefined) return { ok: false, error: "give --room or --prefix" };
+  return { ok: true, request };
+}
+
+/** The token command, free of process globals so it runs (and is tested) anywhere. */
+export async function runTokenCli(argv: readonly string[], env: Readonly<Record<string, string | undefined>>): Promise<CliResult> {
+  if (argv.includes("--help") || argv.includes("-h")) return { code: 0, stdout: `${TOKEN_CLI_USAGE}\n`, stderr: "" };
+  const secret = env.TOKEN_SECRET;
+  if (!secret) return fail("TOKEN_SECRET is not set in the environment");
+  const parsed = parseTokenArgs(argv);
+  if (!parsed.ok) return fail(parsed.error);
+  try {
+    return { code: 0, stdout: `${await mintToken(secret, parsed.request)}\n`, stderr: "" };
+  } catch (error) {
+    return fail(error instanceof Error ? error.message : String(error));
+  }
+}

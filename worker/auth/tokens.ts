@@ -1,0 +1,116 @@
+import { sign, verify } from "hono/jwt";
+import { JwtTokenExpired, JwtTokenNotBefore } from "hono/utils/jwt/types";
+import { isValidRoomName } from "../../client-sdk/src/protocol";
+
+/**
+ * Claims of a subscribe token (an HS256 JWT signed with TOKEN_SECRET).
+ *
+ * A token names the rooms it opens with `room` (one exact name), `prefix`
+ * (every room whose name starts with it) or both (either matches).
+ */
+export interface SubscribeClaims {
+  /** Exact room name the token opens. */
+  room?: string;
+  /** Room-name prefix the token opens, e.g. "org-42:" for "org-42:chat" and "org-42:feed". */
+  prefix?: string;
+  /** Expiry, seconds since the epoch (JWT `exp`). Required: tokens without one are refused. */
+  exp: number;
+  /** Issue time, seconds since the epoch (JWT `iat`). */
+  iat?: number;
+  /** Who the token was issued to (JWT `sub`); logged with refusals, never interpreted. */
+  sub?: string;
+  /** True when the holder may publish over the socket; absent or false = listen only. */
+  pub?: boolean;
+}
+
+/** What to put in a token; `exp` defaults to now + `ttlSeconds`. */
+export type TokenRequest = Omit<SubscribeClaims, "exp" | "iat"> & {
+  /** Absolute expiry (seconds since the epoch); wins over `ttlSeconds`. */
+  exp?: number;
+  /** Lifetime in seconds when `exp` is not given. Default 3600. */
+  ttlSeconds?: number;
+};
+
+export const DEFAULT_TOKEN_TTL_SECONDS = 3600;
+/** Longest `sub` accepted; tokens travel in URLs and headers. */
+const MAX_SUBJECT_LENGTH = 256;
+/** Room names are at most 64 characters, so a longer prefix could match nothing. */
+const MAX_PREFIX_LENGTH = 64;
+
+export type TokenCheck =
+  | { ok: true; claims: SubscribeClaims }
+  | { ok: false; reason: "bad_token" | "expired_token"; message: string };
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** Shape errors in a claim set, or null when it is a usable subscribe token. */
+function claimsProblem(payload: Record<string, unknown>): string | null {
+  const { room, prefix, exp, sub, pub } = payload;
+  if (typeof exp !== "number" || !Number.isFinite(exp)) return "the token has no expiry (exp)";
+  if (room === undefined && prefix === undefined) return "the token names no room (room or prefix)";
+  if (room !== undefined && (typeof room !== "string" || !isValidRoomName(room))) {
+    return "the room claim must be a valid room name";
+  }
+  if (prefix !== undefined && (typeof prefix !== "string" || prefix === "" || prefix.length > MAX_PREFIX_LENGTH)) {
+    return "the prefix claim must be a non-empty string of at most 64 characters";
+  }
+  if (sub !== undefined && (typeof sub !== "string" || sub.length > MAX_SUBJECT_LENGTH)) {
+    return "the sub claim must be a string of at most 256 characters";
+  }
+  if (pub !== undefined && typeof pub !== "boolean") return "the pub claim must be true or false";
+  return null;
+}
+
+function pickClaims(payload: Record<string, unknown>): SubscribeClaims {
+  const claims: SubscribeClaims = { exp: payload.exp as number };
+  if (typeof payload.room === "string") claims.room = payload.room;
+  if (typeof payload.prefix === "string") claims.prefix = payload.prefix;
+  if (typeof payload.iat === "number") claims.iat = payload.iat;
+  if (typeof payload.sub === "string") claims.sub = payload.sub;
+  if (typeof payload.pub === "boolean") claims.pub = payload.pub;
+  return claims;
+}
+
+/**
+ * Mints a subscribe token. For backends (hand the token to a browser) and
+ * tests. Throws on claims that verification would refuse, so a bad token is
+ * caught where it is made rather than where it is used.
+ */
+export async function mintToken(secret: string, request: TokenRequest, now: number = Date.now()): Promise<string> {
+  if (secret === "") throw new TypeError("mintToken needs a non-empty secret");
+  const { ttlSeconds, exp, ...rest } = request;
+  const iat = Math.floor(now / 1000);
+  const payload: Record<string, unknown> = { ...rest, iat, exp: exp ?? iat + (ttlSeconds ?? DEFAULT_TOKEN_TTL_SECONDS) };
+  for (const key of Object.keys(payload)) if (payload[key] === undefined) delete payload[key];
+  const problem = claimsProblem(payload);
+  if (problem) throw new TypeError(problem);
+  return sign(payload, secret, "HS256");
+}
+
+/**
+ * Verifies a subscribe token: HS256 signature with `secret`, not expired, not
+ * used before `nbf`/`iat`, and a usable claim set. Never throws.
+ */
+export async function verifyToken(token: string, secret: string): Promise<TokenCheck> {
+  let payload: Record<string, unknown>;
+  try {
+    // `iat` in the future is clock skew between issuer and edge, not forgery; the signature decides.
+    payload = await verify(token, secret, { alg: "HS256", iat: false });
+  } catch (error) {
+    if (error instanceof JwtTokenExpired) return { ok: false, reason: "expired_token", message: "the token has expired" };
+    if (error instanceof JwtTokenNotBefore) return { ok: false, reason: "bad_token", message: "the token is not valid yet" };
+    return { ok: false, reason: "bad_token", message: "the token is not a valid signed token" };
+  }
+  if (!isObject(payload)) return { ok: false, reason: "bad_token", message: "the token payload is not an object" };
+  const problem = claimsProblem(payload);
+  if (problem) return { ok: false, reason: "bad_token", message: problem };
+  return { ok: true, claims: pickClaims(payload) };
+}
+
+/** Whether `claims` open `room`: its exact name, or a name starting with the prefix. */
+export function tokenAllowsRoom(claims: SubscribeClaims, room: string): boolean {
+  if (claims.room !== undefined && claims.room === room) return true;
+  return claims.prefix !== undefined && room.startsWith(claims.prefix);
+}

@@ -1,0 +1,86 @@
+import { Hono } from "hono";
+import type { ServiceTotals } from "../client-sdk/src/protocol";
+import type { ShardMetrics } from "../durable-objects/coordinator/coordinator";
+import { readCoordinatorConfig } from "../durable-objects/coordinator/config";
+import { shardStub } from "../durable-objects/coordinator/shards";
+import { addTotals, zeroTotals } from "../durable-objects/coordinator/totals";
+import type { Env } from "./env";
+import { flushServiceCounters } from "./service-counters";
+
+/**
+ * GET /metrics in Prometheus text format: live rooms and connections from
+ * the registry, and the service's cumulative counters (every room's, reported
+ * with its registry reports, plus the worker's own). Room-level detail stays in
+ * GET /rooms/{room}.
+ *
+ * Counters lag by up to one room heartbeat (IDLE_TIMEOUT_SECONDS): a room
+ * reports what grew when it gains its first socket, loses its last, or sweeps.
+ */
+export const metricsRoutes = new Hono<{ Bindings: Env }>();
+
+metricsRoutes.get("/metrics", async (c) => {
+  await flushServiceCounters(c.env);
+  const shards = readCoordinatorConfig(c.env).shards;
+  const answers = await Promise.allSettled(
+    Array.from({ length: shards }, (_, i) => shardStub(c.env.COORDINATOR, i).metrics() as Promise<ShardMetrics>),
+  );
+  let liveRooms = 0;
+  let connections = 0;
+  let unreachable = 0;
+  const totals = zeroTotals();
+  for (const answer of answers) {
+    if (answer.status === "rejected") {
+      unreachable += 1;
+      continue;
+    }
+    liveRooms += answer.value.liveRooms;
+    connections += answer.value.connections;
+    addTotals(totals, answer.value.totals);
+  }
+  return c.text(renderMetrics({ liveRooms, connections, totals, shards, unreachable }), 200, {
+    "Content-Type": "text/plain; version=0.0.4; charset=utf-8",
+    "Cache-Control": "no-store",
+  });
+});
+
+interface Snapshot {
+  liveRooms: number;
+  connections: number;
+  totals: ServiceTotals;
+  shards: number;
+  unreachable: number;
+}
+
+type Metric = [name: string, type: "gauge" | "counter", help: string, samples: [labels: string, value: number][]];
+
+/** Renders the Prometheus exposition format (text 0.0.4). */
+export function renderMetrics(s: Snapshot): string {
+  const t = s.totals;
+  const metrics: Metric[] = [
+    ["fanout_rooms_live", "gauge", "Rooms with at least one socket, as the registry knows them.", [["", s.liveRooms]]],
+    ["fanout_connections", "gauge", "Sockets in live rooms, as last reported.", [["", s.connections]]],
+    ["fanout_messages_published_total", "counter", "Messages published into rooms.", [["", t.published]]],
+    ["fanout_frames_sent_total", "counter", "Frames sent to sockets (a frame may carry several messages).", [["", t.framesSent]]],
+    ["fanout_bytes_sent_total", "counter", "Bytes of frames sent to sockets.", [["", t.bytesSent]]],
+    ["fanout_deliveries_total", "counter", "Messages delivered, counted per socket.", [["", t.deliveries]]],
+    ["fanout_drops_total", "counter", "Messages not sent to a socket because its window was full.", [["", t.drops]]],
+    ["fanout_kicks_total", "counter", "Sockets closed as slow consumers (4008).", [["", t.kicks]]],
+    [
+      "fanout_refusals_total",
+      "counter",
+      "Requests refused and sockets closed by the service, by reason.",
+      Object.entries(t.refusals)
+        .sort(([a], [b]) => a.localeCompare(b))
+        .map(([reason, count]) => [`{reason="${reason.replace(/["\\\n]/g, "_")}"}`, count]),
+    ],
+    ["fanout_broadcasts_total", "counter", "Cross-room broadcasts accepted.", [["", t.broadcasts]]],
+    ["fanout_registry_shards", "gauge", "Coordinator shards.", [["", s.shards]]],
+    ["fanout_registry_shards_unreachable", "gauge", "Shards that did not answer this scrape (their figures are missing).", [["", s.unreachable]]],
+  ];
+  const lines: string[] = [];
+  for (const [name, type, help, samples] of metrics) {
+    lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
+    for (const [labels, value] of samples) lines.push(`${name}${labels} ${value}`);
+  }
+  return `${lines.join("\n")}\n`;
+}
