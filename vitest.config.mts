@@ -3,6 +3,8 @@ import { defineConfig } from "vitest/config";
 
 export default defineConfig({
   test: {
+    // The JSON report lets CI print a plain "N passed, N failed" summary.
+    reporters: ["default", ["json", { outputFile: "dist/test-results.json" }]],
     projects: [
       {
         // Routing, validation and the Room object, inside workerd.
