@@ -1,5 +1,12 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { CloseCode, type MessageEvent, type WelcomeEvent } from "../../client-sdk/src/protocol";
+import {
+  CloseCode,
+  type BroadcastResult as BroadcastAnswer,
+  type MessageEvent,
+  type RoomList,
+  type RoomListEntry as RoomEntry,
+  type WelcomeEvent,
+} from "../../client-sdk/src/protocol";
 import { startServer, type LocalServer } from "../helpers/server";
 import { publish, TestSocket } from "../helpers/socket";
 
@@ -14,25 +21,6 @@ import { publish, TestSocket } from "../helpers/socket";
  */
 const IDLE_SECONDS = 3;
 const TTL_MS = IDLE_SECONDS * 4 * 1000;
-
-interface RoomEntry {
-  room: string;
-  connections: number;
-}
-interface RoomList {
-  rooms: RoomEntry[];
-  cursor: string | null;
-}
-interface BroadcastAnswer {
-  idempotencyKey: string;
-  rooms: number;
-  sockets: number;
-  duplicates: number;
-  duplicate: boolean;
-  failed: string[];
-  failedCount: number;
-  failedShards: number[];
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
