@@ -4,7 +4,7 @@
 // and the server CPU it cost (workerd's utime + stime from /proc, so Linux only).
 //
 // Usage:
-//   node test/bench/broadcast-bench.mjs [--rooms 1000] [--per-room 1] [--broadcasts 5]
+//   node load/bench/broadcast.mjs [--rooms 1000] [--per-room 1] [--broadcasts 5]
 //        [--select rooms|prefix] [--port 18320] [--payload 100] [--shards N] [--idle-before 1]
 //        [--url URL --pid PID]
 //
