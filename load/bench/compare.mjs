@@ -9,7 +9,9 @@
 //     --variant "one frame per message::--server-var BATCH_MAX_EVENTS=1" \
 //     -- fanout --spawn --sockets 5000 --rate 40 --publishers 16 --duration 20
 //
-// Each variant's text after "::" is appended to the common arguments.
+// Each variant's text after "::" is appended to the common arguments. A
+// variant run with --baseline contributes two columns: "<name>" (ours) and
+// "<name> (baseline)"; --baseline-only gives one column, the baseline's.
 
 import { spawnSync } from "node:child_process";
 import { writeFileSync, mkdirSync } from "node:fs";
@@ -33,7 +35,14 @@ const common = argv.slice(split + 1);
 
 const METRICS = [
   ["connected", "sockets connected", 0],
+  ["connectFailures", "connect failures", 0],
+  ["handshakesPerSecond", "handshakes/s (accepted)", 0],
+  ["serverCpuPerHandshakeUs", "server CPU per handshake (µs)", 0],
+  ["idleMemoryPerConnectionBytes", "server RSS per idle connection (KB)", 1, 1 / 1024],
   ["published", "messages published", 0],
+  ["publishRate", "publish rate achieved (/s)", 1],
+  ["expected", "deliveries expected", 0],
+  ["delivered", "delivered in time", 0],
   ["deliveriesPerSecond", "deliveries/s", 0],
   ["serverCpuPerDeliveryUs", "server CPU per delivery (µs)", 2],
   ["deliveriesPerServerCpuSecond", "deliveries per server CPU-second", 0],
@@ -43,10 +52,21 @@ const METRICS = [
   ["latencyP99Ms", "latency p99 (ms)", 0],
   ["latencyMaxMs", "latency max (ms)", 0],
   ["lost", "lost (late + never)", 0],
+  ["lostLate", "  late (after deadline)", 0],
+  ["lostNever", "  never received", 0],
   ["gaps", "seq gaps seen", 0],
+  ["duplicates", "duplicates", 0],
+  ["slowClients", "slow clients (stalled)", 0],
+  ["slowClosed", "slow clients closed", 0],
+  ["slowClosedAfterS", "first kick after stall, server (s)", 1],
+  ["serverDrops", "server-reported frame drops", 0],
   ["serverRssPeakBytes", "server RSS peak (MB)", 1, 1 / 1048576],
+  ["serverRssGrowthBytes", "server RSS growth, run (MB)", 1, 1 / 1048576],
+  ["publishRssGrowthBytes", "server RSS growth, publishing (MB)", 1, 1 / 1048576],
+  ["tcpMemGrowthBytes", "kernel TCP memory growth, machine (MB)", 1, 1 / 1048576],
   ["serverCpuPercent", "server CPU (% of a core)", 0],
   ["clientCpuPercent", "client CPU (% of a core)", 0],
+  ["busiestClientProcessPercent", "busiest client process (% of a core)", 0],
   ["machineBusyPercent", "machine busy (%)", 0],
 ];
 
@@ -60,9 +80,33 @@ for (const variant of variants) {
     process.exit(1);
   }
   const json = JSON.parse(run.stdout.slice(run.stdout.indexOf("{")));
-  const summary = json.runs[0].summary;
-  const slow = json.runs[0].details?.slow;
-  results.push({ name: variant.name, summary, slow, json });
+  for (const [i, targetRun] of json.runs.entries()) {
+    const name = i === 0 ? variant.name : `${variant.name} (${targetRun.label})`;
+    if (!targetRun.ok) console.error(`${name}: FAILED: ${targetRun.error}`);
+    const summary = { ...targetRun.summary, ...timelineFigures(targetRun) };
+    const slow = targetRun.details?.slow;
+    results.push({ name, summary, slow, notes: targetRun.notes ?? [], closes: targetRun.details?.closesByCode, json: i === 0 ? json : undefined });
+  }
+}
+
+/**
+ * Figures only the timeline holds: server RSS growth from the start of
+ * publishing to its peak after it (what the publishing itself cost), and the
+ * machine's kernel TCP memory growth over the run (socket buffers, which show
+ * in no process's RSS; other processes move it too).
+ */
+function timelineFigures(targetRun) {
+  const out = {};
+  const samples = targetRun.timeline ?? [];
+  const start = targetRun.marks?.find((m) => m.label.startsWith("publish"));
+  if (start) {
+    const from = samples.find((s) => s.t >= start.t && s.server);
+    const later = samples.filter((s) => s.t >= start.t && s.server);
+    if (from && later.length) out.publishRssGrowthBytes = Math.max(...later.map((s) => s.server.rssBytes)) - from.server.rssBytes;
+    const tcpFrom = from?.machine.tcpMemBytes;
+    if (tcpFrom !== undefined) out.tcpMemGrowthBytes = Math.max(...samples.filter((s) => s.t >= start.t).map((s) => s.machine.tcpMemBytes)) - tcpFrom;
+  }
+  return out;
 }
 
 const pad = (text, width) => String(text).padStart(width);
@@ -76,9 +120,16 @@ for (const [key, label, digits, scale = 1] of METRICS) {
   lines.push([label.padEnd(36), ...cells, ...ratios].join("  "));
 }
 console.log(lines.join("\n"));
-for (const r of results) if (r.slow) console.log(`${r.name}: slow clients ${JSON.stringify(r.slow)}`);
+for (const r of results) {
+  if (r.closes && Object.keys(r.closes).length) console.log(`${r.name}: closes by code ${JSON.stringify(r.closes)}`);
+  if (r.slow) console.log(`${r.name}: slow clients ${JSON.stringify({ ...r.slow, totals: undefined, note: undefined })}`);
+  for (const note of r.notes) console.log(`${r.name}: ${note}`);
+}
 
 mkdirSync(`${root}load/results`, { recursive: true });
 const out = `${root}load/results/compare-${new Date().toISOString().replace(/[:.]/g, "-")}.json`;
-writeFileSync(out, JSON.stringify({ command: process.argv.slice(1), results: results.map((r) => ({ name: r.name, result: r.json })) }, null, 2));
+writeFileSync(
+  out,
+  JSON.stringify({ command: process.argv.slice(1), results: results.filter((r) => r.json).map((r) => ({ name: r.name, result: r.json })) }, null, 2),
+);
 console.log(`\nresults: ${out}`);

@@ -125,6 +125,8 @@ async function runTarget(options: LoadOptions, spec: TargetSpec, hardStopAt: num
       inFlight: Math.max(1, Math.ceil(options.inFlight / options.procs)),
       ...(options.scenario === "storm" ? { reconnect: { baseMs: options.backoffBaseMs, maxMs: options.backoffMaxMs } } : {}),
       slowFraction: options.scenario === "slow" ? options.slowFraction : 0,
+      slowCount: options.scenario === "slow" ? options.slowCount : -1,
+      totalSockets: totalSockets(options),
     });
     live.pools.add(pool);
     sampler.attachPool(pool);

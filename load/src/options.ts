@@ -43,6 +43,8 @@ export interface LoadOptions {
   durationSeconds: number;
   deadlineMs: number;
   slowFraction: number;
+  /** slow: exactly this many stalled clients, spread evenly over the sockets (overrides slowFraction); -1 = unset. */
+  slowCount: number;
   stallSeconds: number;
   dropAtSeconds: number;
   dropMode: "client" | "server";
@@ -103,6 +105,7 @@ Shape:
   --duration S           seconds of publishing
   --deadline MS          a message not received within MS of its ts is lost, not latency
   --slow-fraction F      slow: share of clients that stop reading (default 0.1)
+  --slow-count N         slow: exactly N clients stop reading, spread evenly (overrides --slow-fraction)
   --stall S              slow: seconds the slow clients stay stalled (default: --duration)
   --drop-at S            storm: seconds after publishing starts to drop everything (default 5)
   --mode client|server   storm: drop client sockets, or restart the spawned server (default client)
@@ -180,6 +183,7 @@ export function parseLoadOptions(argv: string[]): LoadOptions {
       duration: { type: "string" },
       deadline: { type: "string" },
       "slow-fraction": { type: "string" },
+      "slow-count": { type: "string" },
       stall: { type: "string" },
       "drop-at": { type: "string" },
       mode: { type: "string" },
@@ -235,6 +239,7 @@ export function parseLoadOptions(argv: string[]): LoadOptions {
     durationSeconds: num(values.duration, "duration", d.durationSeconds ?? 10, 1, 600),
     deadlineMs: int(values.deadline, "deadline", d.deadlineMs ?? 5000, 10, 120_000),
     slowFraction: num(values["slow-fraction"], "slow-fraction", d.slowFraction ?? 0, 0, 1),
+    slowCount: int(values["slow-count"], "slow-count", -1, 0, HARD_SOCKET_CAP),
     stallSeconds: num(values.stall, "stall", -1, 0, 600),
     dropAtSeconds: num(values["drop-at"], "drop-at", d.dropAtSeconds ?? 5, 0, 600),
     dropMode: mode,
@@ -250,6 +255,7 @@ export function parseLoadOptions(argv: string[]): LoadOptions {
   };
   if (options.stallSeconds < 0) options.stallSeconds = options.durationSeconds;
   const total = totalSockets(options);
+  if (options.slowCount > total) throw new Error(`--slow-count ${options.slowCount} is more than the ${total} sockets of the run`);
   if (total > HARD_SOCKET_CAP) {
     throw new Error(`${total} sockets requested; one run opens at most ${HARD_SOCKET_CAP} (descriptors are shared on this machine)`);
   }

@@ -141,4 +141,21 @@ describe("client behaviour helpers", () => {
     expect(isSlowClient(5, 0)).toBe(false);
     expect(isSlowClient(5, 1)).toBe(true);
   });
+
+  it("picks exactly the requested number of slow clients, spread evenly", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 3000 }), fc.integer({ min: 0, max: 3000 }), (total, wanted) => {
+        const count = Math.min(wanted, total);
+        const slow: number[] = [];
+        for (let i = 0; i < total; i++) if (isSlowClient(i, 0.5, count, total)) slow.push(i);
+        if (slow.length !== count) return false;
+        // Evenly spread: consecutive picks are never closer than floor(total / count) apart.
+        const spacing = count > 0 ? Math.floor(total / count) : 0;
+        return slow.every((index, k) => k === 0 || index - (slow[k - 1] as number) >= spacing);
+      }),
+    );
+    let slow = 0;
+    for (let i = 0; i < 1020; i++) if (isSlowClient(i, 0.0196, 20, 1020)) slow++;
+    expect(slow).toBe(20);
+  });
 });

@@ -29,6 +29,10 @@ export interface WorkerConfig {
   reconnect?: { baseMs: number; maxMs: number };
   /** Fraction of clients that belong to the "slow" group (they stall when told to). */
   slowFraction: number;
+  /** Exact number of slow clients among `totalSockets`, spread evenly; overrides slowFraction when >= 0. */
+  slowCount: number;
+  /** Sockets of the whole run (all processes), for slowCount. */
+  totalSockets: number;
 }
 
 export type MainToWorker =
@@ -120,8 +124,13 @@ export type WorkerToMain =
   | { type: "closed" }
   | { type: "fatal"; message: string };
 
-/** Deterministic, evenly spread choice of the slow group (same answer in every process). */
-export function isSlowClient(index: number, fraction: number): boolean {
+/**
+ * Deterministic, evenly spread choice of the slow group (same answer in every
+ * process). With `count` >= 0, exactly `count` of the `total` indices are slow
+ * (a hashed fraction only approximates its share: 0.0196 of 1,020 picks 17).
+ */
+export function isSlowClient(index: number, fraction: number, count = -1, total = 0): boolean {
+  if (count >= 0 && total > 0) return Math.floor(((index + 1) * count) / total) > Math.floor((index * count) / total);
   if (fraction <= 0) return false;
   if (fraction >= 1) return true;
   const hashed = Math.imul(index + 1, 2654435761) >>> 0;

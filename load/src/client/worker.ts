@@ -39,7 +39,7 @@ function clientFor(index: number): LoadClient {
     const room = config.rooms[index % config.rooms.length] as string;
     const sources = config.sourceAddresses;
     const source = sources.length ? sources[index % sources.length] : undefined;
-    const group = isSlowClient(index, config.slowFraction) ? "slow" : "fast";
+    const group = isSlowClient(index, config.slowFraction, config.slowCount, config.totalSockets) ? "slow" : "fast";
     client = new LoadClient(index, room, group, source, config, stats);
     clients.set(index, client);
   }
