@@ -5,7 +5,7 @@ import {
   caughtUp,
   cpuSummary,
   deliverySummary,
-  openSockets,
+  openScenarioSockets,
   publishWindowMs,
   publisherSummary,
   remainingMs,
@@ -23,11 +23,7 @@ import {
  */
 export const broadcastScenario: Scenario = async (ctx) => {
   const o = ctx.options;
-  const total = o.sockets * o.rooms;
-  ctx.summary.socketsRequested = total;
-  const opened = await openSockets(ctx, total, o.wave);
-  if (opened.ok === 0) throw new Error(`no socket connected (${JSON.stringify(opened.failures)})`);
-  await sleep(1000);
+  const opened = await openScenarioSockets(ctx);
 
   const select = o.select === "prefix" ? { prefix: ctx.roomPrefix } : { rooms: ctx.rooms };
   const publisher = new Publisher(ctx.http, { rooms: ctx.rooms, rate: o.rate, payloadBytes: o.payloadBytes, mode: { kind: "broadcast", select } });

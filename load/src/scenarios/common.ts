@@ -1,6 +1,6 @@
 import type { ClientPool, MergedGroup, PoolSettled } from "../client/pool";
 import type { LoadOptions } from "../options";
-import type { HttpClient, Publisher } from "../publisher";
+import { Publisher, type HttpClient } from "../publisher";
 import type { ProgressLine } from "../report/progress";
 import type { Summary } from "../report/metrics";
 import type { WaveRow } from "../result";
@@ -244,4 +244,24 @@ export async function roomStats(ctx: ScenarioContext): Promise<Array<Record<stri
     }),
   );
   return out;
+}
+
+/**
+ * Opens every socket a publishing scenario asks for (rooms × sockets per room)
+ * and lets them settle for a second; fails when none connected.
+ */
+export async function openScenarioSockets(ctx: ScenarioContext): Promise<OpenResult> {
+  const o = ctx.options;
+  const total = o.sockets * o.rooms;
+  ctx.summary.socketsRequested = total;
+  const opened = await openSockets(ctx, total, o.wave);
+  if (opened.ok === 0) throw new Error(`no socket connected (${JSON.stringify(opened.failures)})`);
+  await sleep(1000);
+  return opened;
+}
+
+/** A publisher into each of the scenario's rooms at the options' rate, payload and publishes in flight. */
+export function roomPublisher(ctx: ScenarioContext): Publisher {
+  const o = ctx.options;
+  return new Publisher(ctx.http, { rooms: ctx.rooms, rate: o.rate, payloadBytes: o.payloadBytes, mode: { kind: "room" }, concurrency: o.publishers });
 }

@@ -1,13 +1,13 @@
-import { Publisher } from "../publisher";
 import { intervalBetween } from "../target/sampler";
 import {
   caughtUp,
   cpuSummary,
   deliverySummary,
-  openSockets,
+  openScenarioSockets,
   publishWindowMs,
   publisherSummary,
   remainingMs,
+  roomPublisher,
   settledDetails,
   sleep,
   waitFor,
@@ -21,13 +21,9 @@ import {
  */
 export const fanoutScenario: Scenario = async (ctx) => {
   const o = ctx.options;
-  const total = o.sockets * o.rooms;
-  ctx.summary.socketsRequested = total;
-  const opened = await openSockets(ctx, total, o.wave);
-  if (opened.ok === 0) throw new Error(`no socket connected (${JSON.stringify(opened.failures)})`);
-  await sleep(1000);
+  await openScenarioSockets(ctx);
 
-  const publisher = new Publisher(ctx.http, { rooms: ctx.rooms, rate: o.rate, payloadBytes: o.payloadBytes, mode: { kind: "room" }, concurrency: o.publishers });
+  const publisher = roomPublisher(ctx);
   const p0 = await ctx.pool.freshProgress();
   const s0 = ctx.sampler.mark("publish");
   publisher.start();

@@ -1,15 +1,15 @@
 import { CloseCode } from "../../../client-sdk/src/protocol";
-import { Publisher } from "../publisher";
 import { lostOf } from "../stats/ledger";
 import { intervalBetween } from "../target/sampler";
 import {
   caughtUp,
   cpuSummary,
   deliverySummary,
-  openSockets,
+  openScenarioSockets,
   publishWindowMs,
   publisherSummary,
   remainingMs,
+  roomPublisher,
   roomStats,
   settledDetails,
   sleep,
@@ -39,13 +39,9 @@ function sumField(rows: Array<Record<string, number | string>>, field: string): 
  */
 export const slowScenario: Scenario = async (ctx) => {
   const o = ctx.options;
-  const total = o.sockets * o.rooms;
-  ctx.summary.socketsRequested = total;
-  const opened = await openSockets(ctx, total, o.wave);
-  if (opened.ok === 0) throw new Error(`no socket connected (${JSON.stringify(opened.failures)})`);
-  await sleep(1000);
+  await openScenarioSockets(ctx);
 
-  const publisher = new Publisher(ctx.http, { rooms: ctx.rooms, rate: o.rate, payloadBytes: o.payloadBytes, mode: { kind: "room" }, concurrency: o.publishers });
+  const publisher = roomPublisher(ctx);
   const p0 = await ctx.pool.freshProgress();
   const s0 = ctx.sampler.mark("publish+stall");
   const stallAt = Date.now();
