@@ -70,6 +70,8 @@ export class Room extends DurableObject<Record<string, unknown>> {
   #pending: PendingMessage[] = [];
   #flush: Flush | null = null;
   #lastSweep = Date.now();
+  /** Whether the sweep alarm is known to be set: spares a storage call on every upgrade. */
+  #alarmArmed = false;
   readonly #counters: RoomCounters;
 
   constructor(ctx: DurableObjectState, env: Record<string, unknown>) {
@@ -438,6 +440,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
    * newer than the idle timeout.
    */
   override async alarm(): Promise<void> {
+    this.#alarmArmed = false;
     this.#sweep(Date.now());
     if (this.#name && this.#sockets.size > 0) this.#registration.heartbeat(this.#name, this.#sockets.size);
     await this.#ensureSweepAlarm();
@@ -465,9 +468,11 @@ export class Room extends DurableObject<Record<string, unknown>> {
   }
 
   async #ensureSweepAlarm(): Promise<void> {
-    if (this.#sockets.size === 0 || this.#limits.IDLE_TIMEOUT_SECONDS === 0) return;
-    if ((await this.ctx.storage.getAlarm()) !== null) return;
-    await this.ctx.storage.setAlarm(Date.now() + this.#limits.IDLE_TIMEOUT_SECONDS * 1000);
+    if (this.#alarmArmed || this.#sockets.size === 0 || this.#limits.IDLE_TIMEOUT_SECONDS === 0) return;
+    if ((await this.ctx.storage.getAlarm()) === null) {
+      await this.ctx.storage.setAlarm(Date.now() + this.#limits.IDLE_TIMEOUT_SECONDS * 1000);
+    }
+    this.#alarmArmed = true;
   }
 
   // -------------------------------------------------------------------------
