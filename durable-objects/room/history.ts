@@ -34,6 +34,7 @@ export class History {
   readonly #maxAgeMs: number;
   #seq: number;
   #epoch: string;
+  #epochStored: boolean;
   #lastKeyPrune = 0;
 
   constructor(sql: SqlStorage, bounds: HistoryBounds) {
@@ -44,15 +45,13 @@ export class History {
     sql.exec(`CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`);
     sql.exec(`CREATE TABLE IF NOT EXISTS idempotency (key TEXT PRIMARY KEY, seq INTEGER NOT NULL, ts INTEGER NOT NULL)`);
     this.#seq = sql.exec<{ seq: number | null }>(`SELECT max(seq) AS seq FROM history`).one().seq ?? 0;
+    // A fresh epoch marks a history that starts here: clients holding seqs from
+    // a lost history learn that theirs no longer apply. It is stored once it has
+    // been handed out (first socket or first message), so looking at a room that
+    // was never used writes nothing.
     const epoch = this.#meta("epoch");
-    if (epoch) {
-      this.#epoch = epoch;
-    } else {
-      // A fresh epoch marks a history that starts here: clients holding seqs
-      // from a lost history learn that theirs no longer apply.
-      this.#epoch = crypto.randomUUID();
-      this.#setMeta("epoch", this.#epoch);
-    }
+    this.#epoch = epoch ?? crypto.randomUUID();
+    this.#epochStored = epoch !== null;
   }
 
   /** Latest seq ever assigned in this room (0 before the first message). */
@@ -61,6 +60,15 @@ export class History {
   }
 
   get epoch(): string {
+    return this.#epoch;
+  }
+
+  /** The epoch, to hand to a client: from now on it is stored, so it outlives this instance. */
+  issueEpoch(): string {
+    if (!this.#epochStored) {
+      this.#setMeta("epoch", this.#epoch);
+      this.#epochStored = true;
+    }
     return this.#epoch;
   }
 
@@ -90,6 +98,7 @@ export class History {
       event,
     );
     this.#seq = seq;
+    this.issueEpoch();
     return { seq, event };
   }
 

@@ -141,7 +141,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
         type: "welcome",
         room: this.#name ?? "",
         seq: this.#flushedSeq,
-        epoch: this.#history.epoch,
+        epoch: this.#history.issueEpoch(),
         window: this.#limits.WINDOW_BYTES,
         rate: this.#rate,
       };

@@ -85,6 +85,19 @@ describe("Room object", () => {
     b.ws.close(1000);
   });
 
+  it("writes nothing for a room that is only looked at, and keeps the epoch it hands out", async () => {
+    const stub = bindings.ROOMS.get(bindings.ROOMS.idFromName("looked-at"));
+    const stats = await stub.stats();
+    const stored = () =>
+      runInDurableObject(stub, (_i, state) => state.storage.sql.exec("SELECT count(*) AS n FROM meta WHERE key = 'epoch'").one().n);
+    expect(await stored()).toBe(0);
+    const s = await openSocket("looked-at");
+    await until(() => s.events.length === 1);
+    expect(s.events[0]).toMatchObject({ type: "welcome", epoch: stats.epoch });
+    expect(await stored()).toBe(1);
+    s.ws.close(1000);
+  });
+
   it("dedupes publishes by idempotency key", async () => {
     const stub = bindings.ROOMS.get(bindings.ROOMS.idFromName("idem"));
     const first = await stub.publish("idem", '"x"', { idempotencyKey: "k1" });
