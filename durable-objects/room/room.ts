@@ -203,11 +203,14 @@ export class Room extends DurableObject<Record<string, unknown>> {
       const batch = rows.slice(0, take);
       const frame = take === 1 ? (batch[0] as StoredMessage).event : `[${batch.map((r) => r.event).join(",")}]`;
       const lastSeq = (batch[take - 1] as StoredMessage).seq;
-      if (!this.#sendFrame(ws, state, frame, utf8Length(frame), lastSeq, take)) return;
+      const frameBytes = utf8Length(frame);
+      if (!this.#sendFrame(ws, state, frame, frameBytes, lastSeq)) return;
+      this.#countSent(1, frameBytes, take);
       next = lastSeq + 1;
     }
     const done: ReplayedEvent = { type: "replayed", from, to: next - 1, truncated };
     this.#sendControl(ws, done);
+    this.#counters.changed();
   }
 
   // -------------------------------------------------------------------------
@@ -289,20 +292,24 @@ export class Room extends DurableObject<Record<string, unknown>> {
   /** Offers one serialized frame to every socket through its window; returns how many got it. */
   #fanOut(frame: string, bytes: number, lastSeq: number, events: number, now: number): number {
     let sentTo = 0;
+    let droppedFor = 0;
     for (const [ws, state] of this.#sockets) {
       const verdict = state.admit(bytes, lastSeq, events, now, this.#policy);
       if (verdict === "send") {
-        if (this.#sendFrame(ws, state, frame, bytes, lastSeq, events)) sentTo += 1;
+        if (this.#sendFrame(ws, state, frame, bytes, lastSeq)) sentTo += 1;
       } else {
-        this.#counters.values.drops += events;
+        droppedFor += 1;
         if (verdict === "kick") this.#kick(ws, state);
       }
     }
+    // Counted once per frame, not per socket.
+    this.#countSent(sentTo, bytes, events);
+    this.#counters.values.drops += droppedFor * events;
     return sentTo;
   }
 
-  /** Sends a message frame and accounts for it; a socket that throws is forgotten, not fatal. */
-  #sendFrame(ws: WebSocket, state: SocketState, frame: string, bytes: number, lastSeq: number, events: number): boolean {
+  /** Sends a message frame through the socket's window; a socket that throws is forgotten, not fatal. */
+  #sendFrame(ws: WebSocket, state: SocketState, frame: string, bytes: number, lastSeq: number): boolean {
     try {
       ws.send(frame);
     } catch (error) {
@@ -310,11 +317,15 @@ export class Room extends DurableObject<Record<string, unknown>> {
       return false;
     }
     state.sent(bytes, lastSeq);
-    const counters = this.#counters.values;
-    counters.framesSent += 1;
-    counters.bytesSent += bytes;
-    counters.deliveries += events;
     return true;
+  }
+
+  /** Adds `sockets` sends of one frame of `bytes` carrying `events` messages to the counters. */
+  #countSent(sockets: number, bytes: number, events: number): void {
+    const counters = this.#counters.values;
+    counters.framesSent += sockets;
+    counters.bytesSent += sockets * bytes;
+    counters.deliveries += sockets * events;
   }
 
   /** Sends a small control event; these are not counted against the window. */
