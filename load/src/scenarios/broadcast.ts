@@ -1,18 +1,14 @@
 import { Publisher } from "../publisher";
 import type { PublishedRange } from "../stats/ledger";
-import { intervalBetween } from "../target/sampler";
 import {
   caughtUp,
-  cpuSummary,
-  deliverySummary,
   openScenarioSockets,
   publishWindowMs,
-  publisherSummary,
   remainingMs,
-  settledDetails,
+  type Scenario,
+  settleAndSummarize,
   sleep,
   waitFor,
-  type Scenario,
 } from "./common";
 
 /**
@@ -54,11 +50,6 @@ export const broadcastScenario: Scenario = async (ctx) => {
   const s1 = ctx.sampler.mark("settle");
   if (!allIn) ctx.notes.push("not every client had the last broadcast when the deadline passed");
 
-  const settled = await ctx.pool.settle(ranges);
-  const interval = intervalBetween(s0, s1);
-  publisherSummary(ctx, publisher);
-  deliverySummary(ctx, settled.fast, interval, p1.events - p0.events, p1.frames - p0.frames);
-  cpuSummary(ctx, interval);
-  settledDetails(ctx, settled);
+  await settleAndSummarize(ctx, publisher, ranges, { sample: s0, progress: p0 }, { sample: s1, progress: p1 });
   ctx.details.broadcast = { select: o.select, rooms: ctx.rooms.length, broadcastsAccepted: accepted };
 };

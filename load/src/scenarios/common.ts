@@ -1,10 +1,10 @@
-import type { ClientPool, MergedGroup, PoolSettled } from "../client/pool";
+import type { ClientPool, MergedGroup, PoolProgress, PoolSettled } from "../client/pool";
 import type { LoadOptions } from "../options";
 import { Publisher, type HttpClient } from "../publisher";
 import type { ProgressLine } from "../report/progress";
 import type { Summary } from "../report/metrics";
 import type { WaveRow } from "../result";
-import { lostOf } from "../stats/ledger";
+import { lostOf, type PublishedRange } from "../stats/ledger";
 import { addCounts, isClientSideCause } from "../stats/failures";
 import { intervalBetween, type Interval, type Sampler, type TimelineSample } from "../target/sampler";
 import type { SpawnedServer, TargetAddress } from "../target/target";
@@ -264,4 +264,34 @@ export async function openScenarioSockets(ctx: ScenarioContext): Promise<OpenRes
 export function roomPublisher(ctx: ScenarioContext): Publisher {
   const o = ctx.options;
   return new Publisher(ctx.http, { rooms: ctx.rooms, rate: o.rate, payloadBytes: o.payloadBytes, mode: { kind: "room" }, concurrency: o.publishers });
+}
+
+/** Where a measured phase started: the sampler mark and the clients' counts at that moment. */
+export interface PhaseStart {
+  sample: TimelineSample;
+  progress: PoolProgress;
+}
+
+/**
+ * Ends a publishing phase: collects every client's ledger against what was
+ * accepted (`ranges`), and writes the publisher, delivery, CPU and settlement
+ * figures for the interval from `start` to `end`.
+ */
+export async function settleAndSummarize(
+  ctx: ScenarioContext,
+  publisher: Publisher,
+  ranges: Record<string, PublishedRange[]>,
+  start: PhaseStart,
+  end: PhaseStart,
+  /** False when the interval mixes in other work (reconnect storms): no per-delivery cost then. */
+  costPerDelivery = true,
+): Promise<PoolSettled> {
+  const settled = await ctx.pool.settle(ranges);
+  const interval = intervalBetween(start.sample, end.sample);
+  publisherSummary(ctx, publisher);
+  // The headline latency and loss are the fast clients' (in `slow`, the question is whether the slow ones hurt them).
+  deliverySummary(ctx, settled.fast, interval, end.progress.events - start.progress.events, end.progress.frames - start.progress.frames, costPerDelivery);
+  cpuSummary(ctx, interval);
+  settledDetails(ctx, settled);
+  return settled;
 }

@@ -1,17 +1,13 @@
-import { intervalBetween } from "../target/sampler";
 import {
   caughtUp,
-  cpuSummary,
-  deliverySummary,
   openScenarioSockets,
   publishWindowMs,
-  publisherSummary,
   remainingMs,
   roomPublisher,
-  settledDetails,
+  type Scenario,
+  settleAndSummarize,
   sleep,
   waitFor,
-  type Scenario,
 } from "./common";
 
 /**
@@ -42,10 +38,5 @@ export const fanoutScenario: Scenario = async (ctx) => {
   const s1 = ctx.sampler.mark("settle");
   if (!allIn) ctx.notes.push("not every client had the last message when the deadline passed");
 
-  const settled = await ctx.pool.settle(publisher.ranges());
-  const interval = intervalBetween(s0, s1);
-  publisherSummary(ctx, publisher);
-  deliverySummary(ctx, settled.fast, interval, p1.events - p0.events, p1.frames - p0.frames);
-  cpuSummary(ctx, interval);
-  settledDetails(ctx, settled);
+  await settleAndSummarize(ctx, publisher, publisher.ranges(), { sample: s0, progress: p0 }, { sample: s1, progress: p1 });
 };

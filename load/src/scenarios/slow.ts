@@ -1,20 +1,16 @@
 import { CloseCode } from "../../../client-sdk/src/protocol";
 import { lostOf } from "../stats/ledger";
-import { intervalBetween } from "../target/sampler";
 import {
   caughtUp,
-  cpuSummary,
-  deliverySummary,
   openScenarioSockets,
   publishWindowMs,
-  publisherSummary,
   remainingMs,
   roomPublisher,
   roomStats,
-  settledDetails,
+  type Scenario,
+  settleAndSummarize,
   sleep,
   waitFor,
-  type Scenario,
 } from "./common";
 
 interface StatsRow {
@@ -77,13 +73,7 @@ export const slowScenario: Scenario = async (ctx) => {
   const s1 = ctx.sampler.mark("settle");
   if (!allIn) ctx.notes.push("not every client that should keep up had the last message when the deadline passed");
 
-  const settled = await ctx.pool.settle(publisher.ranges());
-  const interval = intervalBetween(s0, s1);
-  publisherSummary(ctx, publisher);
-  // The headline latency and loss are the fast clients': the question is whether the slow ones hurt them.
-  deliverySummary(ctx, settled.fast, interval, p1.events - p0.events, p1.frames - p0.frames);
-  cpuSummary(ctx, interval);
-  settledDetails(ctx, settled);
+  const settled = await settleAndSummarize(ctx, publisher, publisher.ranges(), { sample: s0, progress: p0 }, { sample: s1, progress: p1 });
 
   const s = ctx.summary;
   s.slowClients = settled.slow.clients;

@@ -1,18 +1,14 @@
 import { DEFAULTS } from "../../../client-sdk/src/protocol";
-import { intervalBetween } from "../target/sampler";
 import {
   caughtUp,
-  cpuSummary,
-  deliverySummary,
   openScenarioSockets,
   publishWindowMs,
-  publisherSummary,
   remainingMs,
   roomPublisher,
-  settledDetails,
+  type Scenario,
+  settleAndSummarize,
   sleep,
   waitFor,
-  type Scenario,
 } from "./common";
 
 /**
@@ -71,14 +67,9 @@ export const stormScenario: Scenario = async (ctx) => {
   const s1 = ctx.sampler.mark("settle");
   if (!allIn) ctx.notes.push("not every client had the last message when the deadline passed");
 
-  const settled = await ctx.pool.settle(publisher.ranges());
-  const interval = intervalBetween(s0, s1);
-  publisherSummary(ctx, publisher);
   // Reconnect handshakes and replays share the interval: a per-delivery cost would mislead here.
-  deliverySummary(ctx, settled.fast, interval, p1.events - p0.events, p1.frames - p0.frames, false);
-  cpuSummary(ctx, interval);
+  const settled = await settleAndSummarize(ctx, publisher, publisher.ranges(), { sample: s0, progress: p0 }, { sample: s1, progress: p1 }, false);
   if (o.dropMode === "server") delete ctx.summary.serverCpuPercent; // two server processes in one interval
-  settledDetails(ctx, settled);
 
   const s = ctx.summary;
   const r = settled.reconnect;
