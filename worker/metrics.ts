@@ -63,8 +63,11 @@ export function renderMetrics(s: Snapshot): string {
     ["fanout_frames_sent_total", "counter", "Frames sent to sockets (a frame may carry several messages).", [["", t.framesSent]]],
     ["fanout_bytes_sent_total", "counter", "Bytes of frames sent to sockets.", [["", t.bytesSent]]],
     ["fanout_deliveries_total", "counter", "Messages delivered, counted per socket.", [["", t.deliveries]]],
-    ["fanout_drops_total", "counter", "Messages not sent to a socket because its window was full.", [["", t.drops]]],
-    ["fanout_kicks_total", "counter", "Sockets closed as slow consumers (4008).", [["", t.kicks]]],
+    ["fanout_catchup_frames_total", "counter", "Frames sent from history to sockets catching up (behind or resuming); part of frames sent.", [["", t.catchUpFrames]]],
+    ["fanout_history_rows_read_total", "counter", "History rows read to send catch-up frames.", [["", t.historyRowsRead]]],
+    ["fanout_history_rows_written_total", "counter", "History rows written (one per live frame).", [["", t.historyRowsWritten]]],
+    ["fanout_messages_lost_total", "counter", "Messages reported lost to sockets because they aged out of history first, counted per socket.", [["", t.lostMessages]]],
+    ["fanout_kicks_total", "counter", "Sockets closed as slow consumers (4008): behind with no acknowledged progress.", [["", t.kicks]]],
     [
       "fanout_refusals_total",
       "counter",

@@ -10,8 +10,8 @@ import {
 } from "./events.js";
 import {
   CloseCode,
-  DEFAULTS,
   PING,
+  PING_INTERVAL_SECONDS,
   PONG,
   parseServerFrame,
   shouldReconnect,
@@ -19,7 +19,6 @@ import {
   type ErrorEvent as WireError,
   type LostEvent as WireLost,
   type MessageEvent as WireMessage,
-  type ReplayedEvent as WireReplayed,
   type ServerEvent,
   type WelcomeEvent as WireWelcome,
 } from "./protocol.js";
@@ -55,7 +54,7 @@ export interface RoomClientOptions extends RoomAddress {
   backoff?: Partial<BackoffOptions>;
   /** A connection that stayed open this long resets the backoff to its first step. Default 5000. */
   stableAfterMs?: number;
-  /** Interval between heartbeat pings. Default DEFAULTS.PING_INTERVAL_SECONDS. */
+  /** Interval between heartbeat pings. Default 25 s (PING_INTERVAL_SECONDS). */
   pingIntervalMs?: number;
   /**
    * After a ping, how long to wait for any frame before declaring the
@@ -65,12 +64,8 @@ export interface RoomClientOptions extends RoomAddress {
   pongTimeoutMs?: number;
   /** How long a connection attempt may take until the room welcomes it. Default 10000. */
   connectTimeoutMs?: number;
-  /** Acknowledge after this many received messages. Default 64. */
-  ackEveryMessages?: number;
-  /** Acknowledge at most this long after a message arrives. Default 250. */
+  /** Acknowledge at most this long after a frame arrives (and at once when half the window is unacknowledged). Default 100. */
   ackDelayMs?: number;
-  /** How long a gap may go without progress before the client resumes over a new connection. Default 5000. */
-  replayTimeoutMs?: number;
 }
 
 type Timer = ReturnType<typeof setTimeout>;
@@ -82,34 +77,16 @@ interface PendingPublish {
 
 const OPEN = 1;
 const noop = (): void => {};
-// The room closes a socket that sends frames faster than its budget (pings
-// excepted; the welcome announces it); keep well inside it, and keep acks to a
-// share of it so publishes and replay requests still get through.
-interface FramePacing {
-  rate: number;
-  burst: number;
-  ackMinIntervalMs: number;
-}
-function pacingFor(budget: { perSecond: number; burst: number }): FramePacing {
-  const perSecond = budget.perSecond > 0 ? budget.perSecond : Number.POSITIVE_INFINITY;
-  return {
-    rate: perSecond * 0.75,
-    burst: Math.max(1, Math.floor(budget.burst / 2)),
-    ackMinIntervalMs: 2000 / perSecond,
-  };
-}
-// After signs that the server may be dropping frames for this socket, a lull
-// this long in incoming messages triggers a probe for a dropped tail, for as
-// long as the signs are recent.
-const TAIL_PROBE_QUIET_MS = 300;
-const DROP_RISK_MS = 10_000;
+/** Until a welcome says otherwise: the room's default window. */
+const DEFAULT_WINDOW_BYTES = 1024 * 1024;
 // ws reports an upgrade refused over HTTP only through the error text.
 const HTTP_AUTH_REFUSAL = /Unexpected server response: 40[13]\b/;
 
 /**
  * A subscription to one room that survives disconnects: it reconnects with
- * backoff, resumes after the last message it delivered, fills gaps, drops
- * duplicates, acknowledges for flow control and detects dead connections.
+ * backoff, resumes after the last message it delivered, acknowledges for flow
+ * control and detects dead connections. The room sends each message once and
+ * in order, so the client delivers what it receives and keeps its position.
  *
  * Events: `message` (RoomMessageEvent), `state` (RoomStateEvent), `lost`
  * (RoomLostEvent) and `error` (RoomErrorEvent).
@@ -128,9 +105,7 @@ export class RoomClient<T = unknown> extends EventTarget {
   #pingIntervalMs: number;
   #pongTimeoutMs: number;
   #connectTimeoutMs: number;
-  #ackEveryMessages: number;
   #ackDelayMs: number;
-  #replayTimeoutMs: number;
 
   #state: ConnectionState = "connecting";
   #socket: WebSocketLike | null = null;
@@ -143,52 +118,25 @@ export class RoomClient<T = unknown> extends EventTarget {
   #epoch: string | undefined;
 
   // Per-connection state, reset by #detach.
-  #welcomeSeq = 0;
-  /** Highest seq the room said it dropped for this client (a `dropped` event). */
-  #droppedSeq = 0;
-  #pacing = pacingFor({ perSecond: DEFAULTS.CLIENT_FRAMES_PER_SECOND, burst: DEFAULTS.CLIENT_FRAME_BURST });
   #openedAt = 0;
-  #epochReported = false;
-  #window: number = DEFAULTS.WINDOW_BYTES;
-  #ackedSeq: number | undefined;
-  /** Running estimate of a message's size on the wire, to size replay requests. */
-  #messageBytes = 256;
-  /** Highest seq received on this socket, delivered or held behind a gap. */
-  #receivedSeq = 0;
-  #unackedMessages = 0;
+  /** The epoch of this connection's welcome, when it differs from the client's (until the `lost` event). */
+  #welcomeEpoch: string | undefined;
+  #window = DEFAULT_WINDOW_BYTES;
+  /** The last message received and not yet acknowledged: what the next ack names. */
+  #toAck: WireMessage | null = null;
   #unackedBytes = 0;
-  #buffer = new Map<number, WireMessage>();
-  /** `from` and `to` of the replay this client asked for and awaits (`from` 0: none). */
-  #replayFrom = 0;
-  #replayTo = 0;
-  /** Whether that replay probes for messages the client has no evidence of (a dropped tail). */
-  #probing = false;
-  /** Last time there was a sign of dropped frames: a gap, a cut-short resume, a window under pressure. */
-  #dropRiskAt = 0;
-  #tailTimer: Timer | undefined;
-  #replayStartSeq = 0;
-  /** Message frames received since the replay request went out. */
-  #framesSinceReplay = 0;
-  /** A replay came back empty because the window was full: ask again when the next frame frees some. */
-  #replayAfterNextFrame = false;
   #connectTimer: Timer | undefined;
   #pingTimer: ReturnType<typeof setInterval> | undefined;
   #pongTimer: Timer | undefined;
   #ackTimer: Timer | undefined;
-  /** Runs while a gap is open; reset by progress, it resumes over a new connection when it fires. */
-  #gapTimer: Timer | undefined;
 
-  // Outbound frames wait here for the frame budget, in priority order: the
-  // ack (it frees window space), the replay request, then publishes.
-  #ackWanted = false;
-  #lastAckAt = 0;
-  #replayFrame: string | null = null;
+  // Publishes wait here for the frame budget the welcome announced (acks need none: they are free).
   /** Publishes not yet sent; they survive reconnects because the server never saw them. */
   #queued: Array<{ frame: ClientFrame & { id: string }; publish: PendingPublish }> = [];
-  #budget = this.#pacing.burst;
+  #rate = { perSecond: 0, burst: 1 };
+  #budget = 1;
   #refilledAt = 0;
   #pumpTimer: Timer | undefined;
-
   #nextPublishId = 0;
   /** Publishes sent and awaiting the server's answer, by id. */
   #pending = new Map<string, PendingPublish>();
@@ -211,12 +159,10 @@ export class RoomClient<T = unknown> extends EventTarget {
     this.#WebSocket = Impl;
     this.#backoff = { ...DEFAULT_BACKOFF, ...opts.backoff };
     this.#stableAfterMs = opts.stableAfterMs ?? 5000;
-    this.#pingIntervalMs = opts.pingIntervalMs ?? DEFAULTS.PING_INTERVAL_SECONDS * 1000;
+    this.#pingIntervalMs = opts.pingIntervalMs ?? PING_INTERVAL_SECONDS * 1000;
     this.#pongTimeoutMs = opts.pongTimeoutMs ?? 10_000;
     this.#connectTimeoutMs = opts.connectTimeoutMs ?? 10_000;
-    this.#ackEveryMessages = Math.max(1, opts.ackEveryMessages ?? 64);
-    this.#ackDelayMs = opts.ackDelayMs ?? 250;
-    this.#replayTimeoutMs = opts.replayTimeoutMs ?? 5000;
+    this.#ackDelayMs = opts.ackDelayMs ?? 100;
     this.#lastSeq = opts.since;
     this.#epoch = opts.epoch;
     globalThis.addEventListener?.("online", this.#onOnline);
@@ -416,20 +362,12 @@ export class RoomClient<T = unknown> extends EventTarget {
     clearInterval(this.#pingTimer);
     clearTimeout(this.#pongTimer);
     clearTimeout(this.#ackTimer);
-    clearTimeout(this.#gapTimer);
     clearTimeout(this.#pumpTimer);
-    clearTimeout(this.#tailTimer);
-    this.#pongTimer = this.#ackTimer = this.#gapTimer = this.#pumpTimer = this.#tailTimer = undefined;
-    this.#dropRiskAt = 0;
-    this.#ackWanted = false;
-    this.#replayFrame = null;
+    this.#pongTimer = this.#ackTimer = this.#pumpTimer = undefined;
     this.#openedAt = 0;
-    this.#epochReported = false;
-    this.#replayFrom = 0;
-    this.#replayAfterNextFrame = false;
-    // Everything after the last delivered seq is resent on resume.
-    this.#buffer.clear();
-    this.#unackedMessages = this.#unackedBytes = 0;
+    this.#welcomeEpoch = undefined;
+    this.#toAck = null;
+    this.#unackedBytes = 0;
     for (const publish of this.#pending.values()) {
       publish.reject(new PublishError("unconfirmed", "the connection ended before the publish was confirmed"));
     }
@@ -474,27 +412,16 @@ export class RoomClient<T = unknown> extends EventTarget {
       this.#emitError("bad_frame", parsed.error);
       return;
     }
-    // Only message frames count against the window; control events are free.
-    if (parsed.value[0]?.type === "message") {
-      const bytes = utf8Length(data);
-      this.#unackedBytes += bytes;
-      this.#unackedMessages += parsed.value.length;
-      this.#messageBytes = (this.#messageBytes * 7 + bytes / parsed.value.length) / 8;
-      this.#framesSinceReplay++;
-      this.#armTailProbe();
-    }
     const socket = this.#socket;
-    const replayWanted = this.#replayAfterNextFrame;
+    let last: WireMessage | null = null;
     for (const event of parsed.value) {
+      if (event.type === "message") last = event;
       this.#onEvent(event);
-      // A listener may have closed the client, or a fallback replaced the socket.
+      // A listener may have closed the client, or the socket was abandoned.
       if (this.#socket !== socket) return;
     }
-    if (replayWanted && this.#replayAfterNextFrame) {
-      this.#replayAfterNextFrame = false;
-      this.#requestGap();
-    }
-    this.#maybeAck();
+    // Only message frames count against the window; control events are free.
+    if (last) this.#received(last, utf8Length(data));
   }
 
   #onEvent(event: ServerEvent): void {
@@ -505,13 +432,6 @@ export class RoomClient<T = unknown> extends EventTarget {
         return this.#onMessage(event);
       case "lost":
         return this.#onLost(event);
-      case "replayed":
-        return this.#onReplayed(event);
-      case "dropped":
-        // The room names what it dropped, so a dropped tail needs no probe to be found.
-        this.#droppedSeq = Math.max(this.#droppedSeq, event.to);
-        this.#noteDropRisk();
-        return this.#requestGap();
       case "published":
         this.#settlePublish(event.id, (p) => p.resolve(event.seq));
         return;
@@ -522,246 +442,114 @@ export class RoomClient<T = unknown> extends EventTarget {
 
   #onWelcome(welcome: WireWelcome): void {
     clearTimeout(this.#connectTimer);
-    this.#welcomeSeq = welcome.seq;
     this.#openedAt = Date.now();
-    this.#window = welcome.window > 0 ? welcome.window : DEFAULTS.WINDOW_BYTES;
-    const epochChanged = this.#epoch !== undefined && this.#epoch !== welcome.epoch;
-    this.#epoch = welcome.epoch;
-    if (this.#lastSeq === undefined) {
-      this.#lastSeq = welcome.seq;
-    } else if (epochChanged) {
-      this.#droppedSeq = 0;
-      // The history the position referred to is gone (the server says so
-      // too; the report is made once): continue from the room's present.
-      this.#reportEpochLoss(1, welcome.seq);
-      if (this.#socket === null) return;
+    this.#window = welcome.window > 0 ? welcome.window : Number.POSITIVE_INFINITY;
+    if (this.#epoch !== undefined && this.#epoch !== welcome.epoch && this.#lastSeq !== undefined) {
+      // The room's history changed: a `lost` event follows, and the position moves with it.
+      // Until then the old epoch stays, so a reconnect in between is told again.
+      this.#welcomeEpoch = welcome.epoch;
+    } else {
+      this.#epoch = welcome.epoch;
     }
-    this.#ackedSeq = this.#receivedSeq = this.#lastSeq!;
-    // A new socket starts with a full budget at the room.
-    if (welcome.rate) this.#pacing = pacingFor(welcome.rate);
-    this.#budget = this.#pacing.burst;
+    this.#lastSeq ??= welcome.seq;
+    this.#rate = welcome.rate ?? this.#rate;
+    this.#budget = Math.max(1, Math.floor(this.#rate.burst / 2));
     this.#refilledAt = Date.now();
     this.#setState("open");
     if (this.#state === "open") this.#pump();
   }
 
-  #reportEpochLoss(from: number, to: number): void {
-    if (this.#epochReported) return;
-    this.#epochReported = true;
-    this.#lastSeq = this.#welcomeSeq;
-    this.dispatchEvent(new RoomLostEvent("epoch", from, to));
-  }
-
   #onMessage(message: WireMessage): void {
-    this.#receivedSeq = Math.max(this.#receivedSeq, message.seq);
     const last = this.#lastSeq ?? message.seq - 1;
-    if (message.seq <= last) return; // Already delivered.
-    if (message.seq === last + 1) {
-      this.#deliver(message);
-      this.#drainBuffer();
-    } else {
-      this.#buffer.set(message.seq, message);
-      this.#noteDropRisk();
-      this.#requestGap();
+    if (message.seq <= last) return; // Already delivered (a hand-over from an older position).
+    if (message.seq !== last + 1) {
+      // The room never skips a message for a socket that acknowledges: this is a server fault.
+      // Resuming from the last delivered seq gets the rest (or a `lost` naming it).
+      this.#emitError("bad_frame", `expected seq ${last + 1}, got ${message.seq}`);
+      this.#abandon("out-of-order message");
+      return;
     }
-  }
-
-  #deliver(message: WireMessage): void {
     this.#lastSeq = message.seq;
     this.dispatchEvent(new RoomMessageEvent<T>(message.seq, message.data as T, message.ts));
   }
 
-  /** Delivers buffered messages that are now next in line. */
-  #drainBuffer(): void {
-    const socket = this.#socket;
-    for (let next = this.#buffer.get(this.#lastSeq! + 1); next; next = this.#buffer.get(this.#lastSeq! + 1)) {
-      this.#buffer.delete(next.seq);
-      this.#deliver(next);
-      if (this.#socket !== socket) return;
-    }
-    for (const seq of this.#buffer.keys()) if (seq <= this.#lastSeq!) this.#buffer.delete(seq);
-  }
-
   #onLost(lost: WireLost): void {
     if (lost.reason === "epoch") {
-      this.#reportEpochLoss(lost.from, lost.to);
-      return;
-    }
-    const last = this.#lastSeq ?? lost.from - 1;
-    if (lost.to <= last) return;
-    // Events arrive in seq order, so nothing between `last` and `lost.from` is still coming either.
-    this.#lastSeq = lost.to;
-    this.dispatchEvent(new RoomLostEvent("history", last + 1, lost.to));
-    if (this.#socket) this.#drainBuffer();
-  }
-
-  // -------------------------------------------------------------------------
-  // Gap repair: the server dropped live frames while this socket's window was
-  // full, or cut a resume short at the window. Ask for the missing range from
-  // history and hold later messages until it is filled.
-  // -------------------------------------------------------------------------
-
-  /**
-   * Asks for the first missing range: up to the first held message, else up
-   * to the room's position at the welcome, else (when `probe`) whatever
-   * follows the last delivered message.
-   */
-  #requestGap(probe = false): void {
-    if (this.#replayFrom !== 0) return;
-    let to = probe ? Infinity : Math.max(this.#welcomeSeq, this.#droppedSeq);
-    if (this.#buffer.size > 0) {
-      to = Infinity;
-      for (const seq of this.#buffer.keys()) to = Math.min(to, seq - 1);
-    }
-    const from = this.#lastSeq! + 1;
-    if (from > to) {
-      clearTimeout(this.#gapTimer);
-      this.#gapTimer = undefined;
-      return;
-    }
-    // Ask for half a window at a time: a replay frame that cannot fit beside
-    // the live frames in flight would never be sent.
-    to = Math.min(to, from + Math.max(1, Math.floor(this.#window / 2 / this.#messageBytes)) - 1);
-    this.#replayFrom = from;
-    this.#replayTo = to;
-    this.#probing = probe && this.#buffer.size === 0;
-    this.#replayStartSeq = this.#lastSeq!;
-    this.#framesSinceReplay = 0;
-    // The replay needs window space: the ack goes out first and frees what was received so far.
-    this.#ackWanted = true;
-    this.#replayFrame = JSON.stringify({ type: "replay", from, to } satisfies ClientFrame);
-    this.#pump();
-    this.#gapTimer ??= setTimeout(() => this.#abandon("gap not repaired in time"), this.#replayTimeoutMs);
-  }
-
-  #onReplayed(replayed: WireReplayed): void {
-    if (this.#replayFrom === 0 || replayed.from !== this.#replayFrom) {
-      // The end of the replay a resume starts with: continue it if the window cut it short.
-      if (replayed.truncated) {
-        this.#noteDropRisk();
-        this.#requestGap();
-      }
-      return;
-    }
-    this.#replayFrom = 0;
-    if (this.#lastSeq !== this.#replayStartSeq) {
-      clearTimeout(this.#gapTimer);
-      this.#gapTimer = undefined;
-    } else if (replayed.truncated && this.#framesSinceReplay === 0) {
-      // Live frames filled the window first and are still on their way: acking them makes room.
-      this.#replayAfterNextFrame = true;
-      return;
-    }
-    // A probe that came back full may have more behind it.
-    this.#requestGap(this.#probing && !replayed.truncated && replayed.to >= this.#replayTo);
-  }
-
-  /**
-   * A frame dropped at the end of a burst leaves no seq jump behind it. While
-   * drops are plausible, a lull after messages asks whether anything followed.
-   */
-  #noteDropRisk(): void {
-    this.#dropRiskAt = Date.now();
-    this.#armTailProbe();
-  }
-
-  #armTailProbe(): void {
-    if (this.#dropRiskAt === 0 || Date.now() - this.#dropRiskAt > DROP_RISK_MS) return;
-    clearTimeout(this.#tailTimer);
-    this.#tailTimer = setTimeout(() => this.#requestGap(true), TAIL_PROBE_QUIET_MS);
-  }
-
-  // -------------------------------------------------------------------------
-  // Acknowledgements: batched so they stay a small fraction of traffic, but
-  // early enough that the server never has to drop frames for this socket.
-  // An ack releases the window bytes of every frame sent before it whose
-  // seqs are all <= its seq, so it names the highest seq received, even past
-  // a gap being repaired (held messages are no longer in flight, and counting
-  // them would leave the replay that fills the gap no room), and it is sent
-  // again for replayed frames even when that seq has not moved.
-  // -------------------------------------------------------------------------
-
-  #maybeAck(): void {
-    if (this.#unackedMessages === 0 || this.#ackWanted) return;
-    if (this.#unackedMessages >= this.#ackEveryMessages || this.#unackedBytes * 2 >= this.#window) {
-      clearTimeout(this.#ackTimer);
-      const wait = this.#lastAckAt + this.#pacing.ackMinIntervalMs - Date.now();
-      this.#ackTimer = wait > 0 ? setTimeout(() => this.#flushAck(), wait) : undefined;
-      if (wait <= 0) this.#flushAck();
+      // Another history: seqs restarted, and the position moves to the room's present.
+      if (this.#welcomeEpoch !== undefined) this.#epoch = this.#welcomeEpoch;
+      this.#welcomeEpoch = undefined;
+      this.#lastSeq = lost.to;
     } else {
-      this.#ackTimer ??= setTimeout(() => this.#flushAck(), this.#ackDelayMs);
+      const last = this.#lastSeq ?? lost.from - 1;
+      if (lost.to <= last) return;
+      this.#lastSeq = lost.to;
     }
+    this.dispatchEvent(new RoomLostEvent(lost.reason, lost.from, lost.to));
   }
 
-  #flushAck(): void {
+  // -------------------------------------------------------------------------
+  // Acknowledgements. An ack names the last message of a frame received, with
+  // its tag: proof that it was read, which releases every frame up to it. One
+  // is sent at most ackDelayMs after a frame, and at once when half the window
+  // is unacknowledged, so the room never waits on this client for long.
+  // -------------------------------------------------------------------------
+
+  #received(last: WireMessage, bytes: number): void {
+    this.#toAck = last;
+    this.#unackedBytes += bytes;
+    if (this.#unackedBytes * 2 >= this.#window) this.#ack();
+    else this.#ackTimer ??= setTimeout(() => this.#ack(), this.#ackDelayMs);
+  }
+
+  #ack(): void {
     clearTimeout(this.#ackTimer);
     this.#ackTimer = undefined;
-    this.#ackWanted = true;
-    this.#pump();
-  }
-
-  /** The seq an ack sent now would carry, or undefined when there is nothing to acknowledge. */
-  #ackSeq(): number | undefined {
-    if (this.#lastSeq === undefined) return undefined;
-    const seq = Math.max(this.#lastSeq, this.#receivedSeq);
-    return seq !== this.#ackedSeq || this.#unackedMessages > 0 ? seq : undefined;
+    const message = this.#toAck;
+    if (!message) return;
+    if (this.#send(JSON.stringify({ type: "ack", seq: message.seq, tag: message.tag } satisfies ClientFrame))) {
+      this.#toAck = null;
+      this.#unackedBytes = 0;
+    }
   }
 
   // -------------------------------------------------------------------------
-  // Outbound frames, within the frame budget
+  // Publishes, within the frame budget the welcome announced
   // -------------------------------------------------------------------------
 
-  /** Sends whatever is waiting, as far as the budget allows; retries when it has refilled. */
+  /** Sends queued publishes as far as the budget allows; retries when it has refilled. */
   #pump(): void {
     clearTimeout(this.#pumpTimer);
     this.#pumpTimer = undefined;
     const socket = this.#socket;
     if (!socket || socket.readyState !== OPEN || this.#state !== "open") return;
-    if (this.#ackWanted && this.#ackSeq() === undefined) this.#ackWanted = false;
-    while (this.#ackWanted || this.#replayFrame !== null || this.#queued.length > 0) {
+    // Keep well inside the room's budget: a quarter of it is left for timing slack.
+    const rate = this.#rate.perSecond > 0 ? this.#rate.perSecond * 0.75 : Number.POSITIVE_INFINITY;
+    const burst = Math.max(1, Math.floor(this.#rate.burst / 2));
+    while (this.#queued.length > 0) {
       const now = Date.now();
-      this.#budget = Math.min(this.#pacing.burst, this.#budget + ((now - this.#refilledAt) / 1000) * this.#pacing.rate);
+      this.#budget = Math.min(burst, this.#budget + ((now - this.#refilledAt) / 1000) * rate);
       this.#refilledAt = now;
       if (this.#budget < 1) {
-        this.#pumpTimer = setTimeout(() => this.#pump(), Math.ceil(((1 - this.#budget) / this.#pacing.rate) * 1000));
+        this.#pumpTimer = setTimeout(() => this.#pump(), Math.ceil(((1 - this.#budget) / rate) * 1000));
         return;
       }
+      const { frame, publish } = this.#queued.shift()!;
+      let text: string;
+      try {
+        text = JSON.stringify(frame);
+      } catch (error) {
+        publish.reject(new PublishError("bad_request", describe(error)));
+        continue;
+      }
       this.#budget -= 1;
-      if (this.#ackWanted) {
-        const seq = this.#ackSeq()!;
-        this.#ackWanted = false;
-        if (!this.#send(JSON.stringify({ type: "ack", seq } satisfies ClientFrame))) return;
-        // Half a window unacknowledged: the server may have run out of room meanwhile.
-        if (this.#unackedBytes * 2 >= this.#window) this.#noteDropRisk();
-        this.#ackedSeq = seq;
-        this.#lastAckAt = now;
-        this.#unackedMessages = this.#unackedBytes = 0;
-      } else if (this.#replayFrame !== null) {
-        const frame = this.#replayFrame;
-        this.#replayFrame = null;
-        if (!this.#send(frame)) return;
-      } else {
-        const { frame, publish } = this.#queued.shift()!;
-        let text: string;
-        try {
-          text = JSON.stringify(frame);
-        } catch (error) {
-          publish.reject(new PublishError("bad_request", describe(error)));
-          continue;
-        }
-        this.#pending.set(frame.id, publish);
-        if (!this.#send(text)) {
-          this.#pending.delete(frame.id);
-          this.#queued.unshift({ frame, publish });
-          return;
-        }
+      this.#pending.set(frame.id, publish);
+      if (!this.#send(text)) {
+        this.#pending.delete(frame.id);
+        this.#queued.unshift({ frame, publish });
+        return;
       }
     }
   }
-
-  // -------------------------------------------------------------------------
-  // Publishing and errors
-  // -------------------------------------------------------------------------
 
   #settlePublish(id: string | undefined, settle: (publish: PendingPublish) => void): boolean {
     const publish = id === undefined ? undefined : this.#pending.get(id);

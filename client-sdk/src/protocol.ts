@@ -38,13 +38,21 @@ export const TOKEN_SUBPROTOCOL_PREFIX = "token.";
 export interface WelcomeEvent {
   type: "welcome";
   room: string;
-  /** Latest seq published in the room when the socket was accepted. */
+  /**
+   * Latest seq published in the room when the socket was accepted. A socket
+   * opened with `since` first receives every message after `since` up to this
+   * one (from history), then live messages.
+   */
   seq: number;
   /** Identity of the room's history; a different epoch means seqs restarted. */
   epoch: string;
-  /** Unacknowledged bytes a socket may have in flight before frames are dropped. */
+  /** Unacknowledged bytes the room sends a socket before it waits for an ack. */
   window: number;
-  /** The socket's budget for client frames (heartbeats excepted; 0 = no limit); over it the room closes with 4009. */
+  /**
+   * The socket's budget for client frames that are not flow control (0 = no
+   * limit): publishes, and acks that release nothing. Over it the room closes
+   * with 4009. Heartbeats and acks that release a frame are free.
+   */
   rate: { perSecond: number; burst: number };
 }
 
@@ -55,42 +63,26 @@ export interface MessageEvent<T = unknown> {
   data: T;
   /** Publish time, epoch milliseconds (server clock). */
   ts: number;
+  /**
+   * A random number that proves receipt: an ack names a message by `seq`
+   * and echoes its `tag`, which a client only knows by having read it.
+   */
+  tag: number;
 }
 
 /**
  * Continuity was lost: messages `from`..`to` (inclusive) will never be
- * delivered to this socket. `reason`:
- * - "history": they aged out of the room's bounded history before they could be replayed;
+ * delivered to this socket; delivery continues with `to + 1`. `reason`:
+ * - "history": they aged out of the room's bounded history before this socket
+ *   read them;
  * - "epoch": the room's history itself was lost (the epoch changed); `from`/`to`
- *   span the seqs the client asked for, and the client should reload its state
- *   and continue from the welcome's `seq`.
+ *   span the seqs the client asked for, and the client should reload its state.
  */
 export interface LostEvent {
   type: "lost";
   reason: "history" | "epoch";
   from: number;
   to: number;
-}
-
-/**
- * Live messages `from`..`to` were not sent to this socket because its window
- * was full. Sent after the client's next acknowledgement, so a client learns of
- * drops even when no later message reveals the seq jump. Replay them with a
- * `replay` request (they are in history) or resume with `since`.
- */
-export interface DroppedEvent {
-  type: "dropped";
-  from: number;
-  to: number;
-}
-
-/** Ends the answer to a `replay` request: `from`..`to` were sent (or reported lost). */
-export interface ReplayedEvent {
-  type: "replayed";
-  from: number;
-  to: number;
-  /** True when the window filled up before the requested range was done; ask again after acking. */
-  truncated: boolean;
 }
 
 /** Answer to a socket `publish` frame. */
@@ -110,14 +102,7 @@ export interface ErrorEvent {
   id?: string;
 }
 
-export type ServerEvent =
-  | WelcomeEvent
-  | MessageEvent
-  | LostEvent
-  | DroppedEvent
-  | ReplayedEvent
-  | PublishedEvent
-  | ErrorEvent;
+export type ServerEvent = WelcomeEvent | MessageEvent | LostEvent | PublishedEvent | ErrorEvent;
 
 export type ServerEventType = ServerEvent["type"];
 
@@ -126,20 +111,14 @@ export type ServerEventType = ServerEvent["type"];
 // ---------------------------------------------------------------------------
 
 /**
- * "I have received up to `seq`": releases the window bytes of every frame sent
- * before this ack whose seqs are all <= `seq`. Clients name the highest seq
- * received (even past a gap being repaired) and ack again after replays.
+ * "I have read up to message `seq`, whose tag was `tag`": releases the window
+ * bytes of every frame sent to this socket whose messages are all <= `seq`.
+ * Name the last message of a frame you received (the highest seq so far).
  */
 export interface AckFrame {
   type: "ack";
   seq: number;
-}
-
-/** Re-send messages `from`..`to` (inclusive; `to` defaults to the latest) from history. */
-export interface ReplayFrame {
-  type: "replay";
-  from: number;
-  to?: number;
+  tag: number;
 }
 
 /** Publish `data` into the room from the socket (when the room allows it). */
@@ -149,7 +128,7 @@ export interface PublishFrame {
   id?: string;
 }
 
-export type ClientFrame = AckFrame | ReplayFrame | PublishFrame;
+export type ClientFrame = AckFrame | PublishFrame;
 
 // ---------------------------------------------------------------------------
 // Close codes. `reconnect` says what a client must do after it: true means
@@ -170,13 +149,13 @@ export const CloseCode = {
   SERVICE_RESTART: 1012,
   /** Temporary overload. */
   TRY_AGAIN_LATER: 1013,
-  /** The client sent a frame that is not valid protocol (bad JSON, unknown type, bad field). */
+  /** The client sent a frame that is not valid protocol (bad JSON, unknown type, bad field, an ack for a message it was not sent). */
   BAD_FRAME: 4000,
   /** The token is missing, invalid or expired. */
   UNAUTHORIZED: 4001,
   /** The token does not allow this room or this action. */
   FORBIDDEN: 4003,
-  /** The client did not acknowledge fast enough and stayed over its window. Reconnect and resume. */
+  /** The socket fell behind and acknowledged nothing for SLOW_GRACE_MS. Reconnect and resume. */
   SLOW_CONSUMER: 4008,
   /** The client sent frames faster than its rate limit. */
   RATE_LIMITED: 4009,
@@ -205,7 +184,7 @@ export const CLOSE_CODES: Readonly<Record<CloseCodeValue, CloseCodeInfo>> = {
   4000: { name: "BAD_FRAME", reconnect: false, description: "invalid client frame" },
   4001: { name: "UNAUTHORIZED", reconnect: false, description: "missing, invalid or expired token" },
   4003: { name: "FORBIDDEN", reconnect: false, description: "token does not allow this" },
-  4008: { name: "SLOW_CONSUMER", reconnect: true, description: "over the unacknowledged window too long; resume with since" },
+  4008: { name: "SLOW_CONSUMER", reconnect: true, description: "behind with no acknowledged progress for too long; resume with since" },
   4009: { name: "RATE_LIMITED", reconnect: true, description: "client frames over the rate limit" },
   4010: { name: "IDLE_TIMEOUT", reconnect: true, description: "no heartbeat within the idle timeout" },
 };
@@ -247,46 +226,13 @@ export interface ErrorBody {
 }
 
 // ---------------------------------------------------------------------------
-// Limits and defaults. Deployments override them with wrangler.toml vars of
-// the same name; these are the values used when a var is absent.
+// Timing a client needs before the room has said anything. Every other limit
+// is announced in the welcome or is the server's own business
+// (durable-objects/config.ts), so it stays out of the browser bundle.
 // ---------------------------------------------------------------------------
 
-export const DEFAULTS = {
-  /** Largest HTTP publish body, bytes. */
-  MAX_MESSAGE_BYTES: 64 * 1024,
-  /** Largest client frame, bytes; larger frames close the socket with 1009. */
-  MAX_FRAME_BYTES: 64 * 1024,
-  /** Messages kept in a room's history for resume and replay. */
-  HISTORY_MAX_MESSAGES: 1000,
-  /** Age after which history messages are dropped, seconds. */
-  HISTORY_MAX_AGE_SECONDS: 120,
-  /** Unacknowledged bytes in flight per socket before live frames are dropped. */
-  WINDOW_BYTES: 1024 * 1024,
-  /** Consecutive dropped frames after which a socket is closed with SLOW_CONSUMER. */
-  SLOW_DROPS_BEFORE_CLOSE: 64,
-  /** Milliseconds a socket may stay over its window before it is closed with SLOW_CONSUMER. */
-  SLOW_GRACE_MS: 10_000,
-  /** Upper bound of one coalesced frame, bytes (a single larger message is still sent alone). */
-  BATCH_MAX_BYTES: 64 * 1024,
-  /** Upper bound of one coalesced frame, events. */
-  BATCH_MAX_EVENTS: 256,
-  /** Extra milliseconds to wait for more messages before a flush; 0 = never wait. */
-  FLUSH_DELAY_MS: 0,
-  /** A socket with no ping and no frame for this long is closed with IDLE_TIMEOUT. */
-  IDLE_TIMEOUT_SECONDS: 90,
-  /** Interval at which clients should send "ping". */
-  PING_INTERVAL_SECONDS: 25,
-  /** Sockets one room accepts; kept below the platform's 32,768 hibernatable sockets per object. */
-  MAX_SOCKETS_PER_ROOM: 32_000,
-  /** Sustained client frames per second per socket (heartbeats answered by the runtime do not count). */
-  CLIENT_FRAMES_PER_SECOND: 20,
-  /** Client frames a socket may send in a burst above the sustained rate. */
-  CLIENT_FRAME_BURST: 60,
-  /** Names one explicit POST /broadcast `rooms` list may hold. */
-  BROADCAST_MAX_ROOMS: 1000,
-  /** Live-room registry shards (a room belongs to shard hash(name) mod this). */
-  COORDINATOR_SHARDS: 16,
-} as const;
+/** Interval at which clients should send "ping"; the room closes silent sockets after IDLE_TIMEOUT_SECONDS (90 by default). */
+export const PING_INTERVAL_SECONDS = 25;
 
 /** Room names: 1-64 characters from a URL-safe set. */
 export const ROOM_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:~-]{0,63}$/;
@@ -310,6 +256,13 @@ function isSeq(v: unknown): v is number {
   return typeof v === "number" && Number.isSafeInteger(v) && v >= 0;
 }
 
+/** Largest message tag: tags are unsigned 32-bit integers. */
+export const MAX_TAG = 0xffff_ffff;
+
+function isTag(v: unknown): v is number {
+  return typeof v === "number" && Number.isInteger(v) && v >= 0 && v <= MAX_TAG;
+}
+
 /** Parses one client frame (anything but the heartbeat text). */
 export function parseClientFrame(text: string): ParseResult<ClientFrame> {
   let value: unknown;
@@ -322,16 +275,8 @@ export function parseClientFrame(text: string): ParseResult<ClientFrame> {
   switch (value.type) {
     case "ack":
       if (!isSeq(value.seq)) return { ok: false, error: "ack.seq must be a non-negative integer" };
-      return { ok: true, value: { type: "ack", seq: value.seq } };
-    case "replay": {
-      if (!isSeq(value.from) || value.from < 1) return { ok: false, error: "replay.from must be a positive integer" };
-      if (value.to !== undefined && (!isSeq(value.to) || value.to < value.from)) {
-        return { ok: false, error: "replay.to must be an integer >= from" };
-      }
-      const frame: ReplayFrame = { type: "replay", from: value.from };
-      if (value.to !== undefined) frame.to = value.to;
-      return { ok: true, value: frame };
-    }
+      if (!isTag(value.tag)) return { ok: false, error: "ack.tag must be the tag of the message named by seq" };
+      return { ok: true, value: { type: "ack", seq: value.seq, tag: value.tag } };
     case "publish": {
       if (!("data" in value) || value.data === undefined) return { ok: false, error: "publish.data is required" };
       if (value.id !== undefined && (typeof value.id !== "string" || value.id.length > 128)) {
@@ -372,9 +317,15 @@ export interface RoomCounterValues {
   bytesSent: number;
   /** Messages delivered, counted per socket. */
   deliveries: number;
-  /** Messages not sent to a socket because its window was full. */
-  drops: number;
-  /** Sockets closed for staying over their window (4008). */
+  /** Frames sent from history to sockets catching up (behind, or resuming with `since`); part of framesSent. */
+  catchUpFrames: number;
+  /** Rows of history read to send those frames. */
+  historyRowsRead: number;
+  /** Rows of history written (a row holds the messages of one live frame). */
+  historyRowsWritten: number;
+  /** Messages reported lost to sockets (`lost` events with reason "history"), counted per socket. */
+  lostMessages: number;
+  /** Sockets closed as slow consumers (4008): behind with no acknowledged progress for SLOW_GRACE_MS. */
   kicks: number;
   /** Sockets refused or closed by the room, by reason (room_full, rate_limited, bad_frame, too_big, idle_timeout, token_expired). */
   refusals: Record<string, number>;
@@ -393,6 +344,8 @@ export interface RoomStats extends RoomCounterValues {
   connections: number;
   seq: number;
   historyOldest: number | null;
+  /** Sockets catching up from history right now (they receive no live frames until they are level). */
+  behind: number;
   /** Sum and maximum of unacknowledged bytes over the sockets. */
   windowBytesInFlight: number;
   windowBytesMax: number;

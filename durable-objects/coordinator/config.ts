@@ -1,5 +1,4 @@
-import { DEFAULTS } from "../../client-sdk/src/protocol";
-import { readLimits } from "../config";
+import { DEFAULTS, readLimits } from "../config";
 import { logEvent } from "../log";
 
 /** Upper bound on BROADCAST_MAX_ROOMS: the body of such a list is already ~670 KB. */
@@ -82,7 +81,7 @@ export function readCoordinatorConfig(env: Record<string, unknown>): Coordinator
   return config;
 }
 
-/** Reads a coordinator var within its bounds; the default lives with every other limit in the protocol's DEFAULTS. */
+/** Reads a coordinator var within its bounds; the default lives with every other limit in DEFAULTS (../config). */
 function readInteger(env: Record<string, unknown>, key: "COORDINATOR_SHARDS" | "BROADCAST_MAX_ROOMS", min: number, max: number): number {
   const raw = env[key];
   if (raw === undefined || raw === null || raw === "") return DEFAULTS[key];

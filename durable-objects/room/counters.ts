@@ -1,4 +1,5 @@
 import type { RoomCounterValues } from "../../client-sdk/src/protocol";
+import { logEvent } from "../log";
 import type { History } from "./history";
 
 /** How often counters are written at most: one row write per interval per active room. */
@@ -6,17 +7,37 @@ const PERSIST_INTERVAL_MS = 5000;
 const META_KEY = "counters";
 
 export function zeroCounters(): RoomCounterValues {
-  return { published: 0, framesSent: 0, bytesSent: 0, deliveries: 0, drops: 0, kicks: 0, refusals: {} };
+  return {
+    published: 0,
+    framesSent: 0,
+    bytesSent: 0,
+    deliveries: 0,
+    catchUpFrames: 0,
+    historyRowsRead: 0,
+    historyRowsWritten: 0,
+    lostMessages: 0,
+    kicks: 0,
+    refusals: {},
+  };
 }
+
+/** The counters that are plain numbers (everything but refusals by reason). */
+const NUMERIC_FIELDS = [
+  "published",
+  "framesSent",
+  "bytesSent",
+  "deliveries",
+  "catchUpFrames",
+  "historyRowsRead",
+  "historyRowsWritten",
+  "lostMessages",
+  "kicks",
+] as const satisfies readonly (keyof RoomCounterValues)[];
 
 /** `into` += `delta` (or -= with sign -1), field by field, refusals by reason. */
 export function addCounters(into: RoomCounterValues, delta: RoomCounterValues, sign: 1 | -1 = 1): void {
-  into.published += sign * delta.published;
-  into.framesSent += sign * delta.framesSent;
-  into.bytesSent += sign * delta.bytesSent;
-  into.deliveries += sign * delta.deliveries;
-  into.drops += sign * delta.drops;
-  into.kicks += sign * delta.kicks;
+  // Counters stored before a field existed lack it: count it from zero.
+  for (const field of NUMERIC_FIELDS) into[field] = (into[field] ?? 0) + sign * (delta[field] ?? 0);
   for (const [reason, count] of Object.entries(delta.refusals)) {
     const next = (into.refusals[reason] ?? 0) + sign * count;
     if (next === 0) delete into.refusals[reason];
@@ -25,10 +46,7 @@ export function addCounters(into: RoomCounterValues, delta: RoomCounterValues, s
 }
 
 function isZero(c: RoomCounterValues): boolean {
-  return (
-    c.published === 0 && c.framesSent === 0 && c.bytesSent === 0 && c.deliveries === 0 && c.drops === 0 && c.kicks === 0 &&
-    Object.keys(c.refusals).length === 0
-  );
+  return NUMERIC_FIELDS.every((field) => c[field] === 0) && Object.keys(c.refusals).length === 0;
 }
 
 interface Stored {
@@ -59,8 +77,19 @@ export class RoomCounters {
     this.#history = history;
     const stored = history.meta(META_KEY);
     const parsed = stored ? (JSON.parse(stored) as Partial<Stored>) : {};
-    this.values = { ...zeroCounters(), ...parsed.values };
-    this.#reported = { ...zeroCounters(), ...parsed.reported };
+    // Field by field, so counters stored by an older version (with fields since retired) read cleanly.
+    this.values = zeroCounters();
+    this.#reported = zeroCounters();
+    if (parsed.values) addCounters(this.values, { ...zeroCounters(), ...parsed.values });
+    if (parsed.reported) addCounters(this.#reported, { ...zeroCounters(), ...parsed.reported });
+  }
+
+  /** After the room gave its storage back: counting starts over. */
+  reset(): void {
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = null;
+    Object.assign(this.values, zeroCounters());
+    Object.assign(this.#reported, zeroCounters());
   }
 
   refused(reason: string): void {
@@ -105,6 +134,11 @@ export class RoomCounters {
   #persist(): void {
     this.#lastPersist = Date.now();
     const stored: Stored = { values: this.values, reported: this.#reported };
-    this.#history.setMeta(META_KEY, JSON.stringify(stored));
+    try {
+      this.#history.setMeta(META_KEY, JSON.stringify(stored));
+    } catch (error) {
+      // Counters are best effort; a failing write must not take a timer callback (and the room) down.
+      logEvent("error", { where: "counters", error: String(error) });
+    }
   }
 }

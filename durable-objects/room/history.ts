@@ -1,66 +1,136 @@
-/**
- * A room's message log in the object's SQLite storage: the source of `seq`,
- * the room's `epoch`, and the bounded history that resume and replay read.
- *
- * The log is a ring of HISTORY_MAX_MESSAGES slots (slot = seq mod size), so a
- * publish costs exactly one row write: no separate seq counter to update and
- * no trim deletes (storage rows written dominate the bill of a busy room).
- * The age bound is applied when reading. The latest seq is the largest one in
- * the ring, which the newest message always occupies.
- *
- * Each message is stored as its serialized `message` event, so a replay sends
- * the stored text as it is and never re-serializes.
- */
+import type { Frame, Run } from "./frames";
+import { tagOf } from "./message";
+import { utf8Length } from "./utf8";
 
-export interface StoredMessage {
-  seq: number;
-  /** The serialized MessageEvent, exactly as sent on the wire. */
-  event: string;
-}
+/**
+ * A room's message log in the object's SQLite storage: the source of the
+ * stored `seq`, the room's `epoch`, and the bounded history that resume and
+ * catch-up read.
+ *
+ * Each row holds the messages of one live frame, so a flush that coalesced
+ * several messages costs one row write, and catch-up sends rows back as they
+ * were sent live. Rows sit in a ring of HISTORY_MAX_MESSAGES slots (slot =
+ * row number mod size): a write replaces the row that many rows older, so
+ * nothing is ever deleted (rows written are what a busy room pays for). A
+ * row holds at least one message, so the ring always covers the last
+ * HISTORY_MAX_MESSAGES messages; older rows still in the ring are not served.
+ *
+ * Rows are read by slot, one point read per row: catch-up reads exactly the
+ * rows it sends. Finding the row that holds an arbitrary seq is a binary
+ * search (about log2(size) point reads), done in memory for rows this
+ * instance wrote.
+ *
+ * A room that is only looked at has no tables: they are created by the first
+ * write, so reading a room that does not exist leaves no storage behind.
+ */
 
 export interface HistoryBounds {
   maxMessages: number;
   maxAgeMs: number;
 }
 
+/** What a catch-up read returned. */
+export interface HistoryRead {
+  /** Runs of consecutive messages from `from` (or from the oldest kept one), in order. */
+  runs: Run[];
+  /** Messages at the start of the request that are no longer kept, if any. */
+  lost: { from: number; to: number } | null;
+  /** The next seq to read, and the row that holds it (a hint for the next read). */
+  nextSeq: number;
+  nextRow: number;
+  rowsRead: number;
+}
+
+interface RowMeta {
+  row: number;
+  first: number;
+  last: number;
+  ts: number;
+}
+
+interface RowData extends RowMeta {
+  bytes: number;
+  lengths: string;
+  events: string;
+}
+
 /** Idempotency keys are pruned at most this often (each delete is a billed row write). */
 const KEY_PRUNE_INTERVAL_MS = 60_000;
 /** And kept at least this long, so a retried broadcast is recognised well after it first ran. */
-const KEY_MIN_AGE_MS = 86_400_000;
+export const KEY_MIN_AGE_MS = 86_400_000;
 
 export class History {
   readonly #sql: SqlStorage;
+  readonly #transaction: (write: () => void) => void;
   readonly #size: number;
   readonly #maxAgeMs: number;
-  #seq: number;
+  #tables: boolean;
+  #latestRow = 0;
+  #seq = 0;
+  #latestTs = 0;
+  /** First seq of each row from #indexFrom to #latestRow: the rows this instance wrote. */
+  #firsts: number[] = [];
+  #indexFrom = 0;
   #epoch: string;
   #epochStored: boolean;
   #lastKeyPrune = 0;
 
-  constructor(sql: SqlStorage, bounds: HistoryBounds) {
+  constructor(storage: Pick<DurableObjectStorage, "sql" | "transactionSync">, bounds: HistoryBounds) {
+    const sql = storage.sql;
     this.#sql = sql;
+    this.#transaction = (write) => storage.transactionSync(write);
     this.#size = Math.max(1, bounds.maxMessages);
     this.#maxAgeMs = bounds.maxAgeMs;
-    sql.exec(`CREATE TABLE IF NOT EXISTS history (slot INTEGER PRIMARY KEY, seq INTEGER NOT NULL, ts INTEGER NOT NULL, event TEXT NOT NULL)`);
-    sql.exec(`CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`);
-    sql.exec(`CREATE TABLE IF NOT EXISTS idempotency (key TEXT PRIMARY KEY, seq INTEGER NOT NULL, ts INTEGER NOT NULL)`);
-    this.#seq = sql.exec<{ seq: number | null }>(`SELECT max(seq) AS seq FROM history`).one().seq ?? 0;
+    const tables = new Set(
+      sql.exec<{ name: string }>(`SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('log', 'meta', 'history')`).toArray().map((r) => r.name),
+    );
+    if (tables.has("history")) {
+      // The log used to be one row per message in a table of that name: its seqs
+      // cannot be carried over, so the room starts a new history under a new epoch.
+      sql.exec(`DROP TABLE history`);
+      if (tables.has("meta")) sql.exec(`DELETE FROM meta WHERE key = 'epoch'`);
+    }
+    this.#tables = tables.has("log");
+    if (this.#tables) this.#findLatest();
+    this.#indexFrom = this.#latestRow + 1;
     // A fresh epoch marks a history that starts here: clients holding seqs from
     // a lost history learn that theirs no longer apply. It is stored once it has
-    // been handed out (first socket or first message), so looking at a room that
-    // was never used writes nothing.
-    const epoch = this.#meta("epoch");
+    // been handed out (first socket or first message).
+    const epoch = tables.has("meta") ? this.#meta("epoch") : null;
     this.#epoch = epoch ?? crypto.randomUUID();
     this.#epochStored = epoch !== null;
   }
 
-  /** Latest seq ever assigned in this room (0 before the first message). */
+  /** After the room gave its storage back (deleteAll): the next write starts a new history, under a new epoch. */
+  reset(): void {
+    this.#tables = false;
+    this.#latestRow = 0;
+    this.#seq = 0;
+    this.#latestTs = 0;
+    this.#firsts = [];
+    this.#indexFrom = 1;
+    this.#epoch = crypto.randomUUID();
+    this.#epochStored = false;
+    this.#lastKeyPrune = 0;
+  }
+
+  /** Latest seq stored in this room (0 before the first message). */
   get seq(): number {
     return this.#seq;
   }
 
+  /** When the newest stored message was published (0 when there is none). */
+  get latestTs(): number {
+    return this.#latestTs;
+  }
+
   get epoch(): string {
     return this.#epoch;
+  }
+
+  /** Whether this room has written anything at all. */
+  get exists(): boolean {
+    return this.#tables;
   }
 
   /** The epoch, to hand to a client: from now on it is stored, so it outlives this instance. */
@@ -74,7 +144,7 @@ export class History {
 
   /** Reads a small persistent value (room name, counters) kept beside the log. */
   meta(key: string): string | null {
-    return this.#meta(key);
+    return this.#tables ? this.#meta(key) : null;
   }
 
   setMeta(key: string, value: string): void {
@@ -82,66 +152,232 @@ export class History {
   }
 
   /**
-   * Assigns the next seq and stores the message in its slot, replacing the
-   * message `size` seqs older. `dataJson` must already be valid JSON text; it is
-   * embedded in the event without re-parsing.
+   * Stores frames as rows (one each), and idempotency keys beside them, in one
+   * transaction; returns the rows' numbers. `lengths` are the JS string
+   * lengths of a frame's events, so a row can be cut where a resume starts
+   * inside it. Nothing changes, in storage or here, when a write throws.
    */
-  append(dataJson: string, ts: number): StoredMessage {
-    const seq = this.#seq + 1;
-    const event = `{"type":"message","seq":${seq},"data":${dataJson},"ts":${ts}}`;
-    this.#sql.exec(
-      `INSERT INTO history (slot, seq, ts, event) VALUES (?, ?, ?, ?)
-       ON CONFLICT (slot) DO UPDATE SET seq = excluded.seq, ts = excluded.ts, event = excluded.event`,
-      seq % this.#size,
-      seq,
-      ts,
-      event,
-    );
-    this.#seq = seq;
-    this.issueEpoch();
-    return { seq, event };
+  append(frames: readonly { frame: Frame; lengths: readonly number[] }[], keys: readonly { key: string; seq: number }[], ts: number): number[] {
+    const first = this.#latestRow + 1;
+    this.#transaction(() => {
+      this.#ensureTables();
+      frames.forEach(({ frame, lengths }, i) => {
+        const row = first + i;
+        this.#sql.exec(
+          `INSERT INTO log (slot, row, first, last, ts, bytes, lengths, events) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+           ON CONFLICT (slot) DO UPDATE SET row = excluded.row, first = excluded.first, last = excluded.last, ts = excluded.ts,
+             bytes = excluded.bytes, lengths = excluded.lengths, events = excluded.events`,
+          row % this.#size,
+          row,
+          frame.firstSeq,
+          frame.lastSeq,
+          ts,
+          frame.bytes - (frame.count > 1 ? 2 : 0),
+          frame.count > 1 ? lengths.join(",") : "",
+          frame.inner,
+        );
+      });
+      for (const { key, seq } of keys) this.#rememberKey(key, seq, ts);
+      if (!this.#epochStored) this.#setMeta("epoch", this.#epoch);
+    });
+    this.#epochStored = true;
+    const rows = frames.map((_, i) => first + i);
+    if (frames.length === 0) return rows;
+    this.#latestRow = first + frames.length - 1;
+    this.#seq = (frames[frames.length - 1] as { frame: Frame }).frame.lastSeq;
+    this.#latestTs = ts;
+    for (const { frame } of frames) this.#firsts.push(frame.firstSeq);
+    if (this.#firsts.length > 2 * this.#size) {
+      const drop = this.#firsts.length - this.#size;
+      this.#firsts = this.#firsts.slice(drop);
+      this.#indexFrom += drop;
+    }
+    return rows;
+  }
+
+  /**
+   * Reads stored messages from seq `from` on, whole rows at a time, until at
+   * least `budget` bytes are taken or the latest message is reached (so it
+   * may exceed the budget by one row). `hintRow` is the row that holds
+   * `from` when the caller knows it (the `nextRow` of its previous read).
+   */
+  read(from: number, budget: number, hintRow = 0, now = Date.now()): HistoryRead {
+    const result: HistoryRead = { runs: [], lost: null, nextSeq: from, nextRow: hintRow, rowsRead: 0 };
+    const latest = this.#seq;
+    if (from > latest) return result;
+    let row = hintRow > 0 ? hintRow : this.#rowHolding(from, result);
+    let located = hintRow <= 0;
+    let taken = 0;
+    while (from <= latest && taken < budget) {
+      const data = this.#row(row, result);
+      if (data !== null && (data.last < from || data.first > from) && !located) {
+        // The hint did not hold `from` after all: look it up.
+        row = this.#rowHolding(from, result);
+        located = true;
+        continue;
+      }
+      located = true;
+      if (data === null || !this.#kept(data, now) || data.last < from) {
+        // Aged out or overwritten: continue from the oldest row still kept.
+        const next = this.#firstKept(row + 1, now, result);
+        if (next === null) {
+          result.lost = mergeLost(result.lost, from, latest);
+          from = latest + 1;
+          break;
+        }
+        if (next.first > from) result.lost = mergeLost(result.lost, from, next.first - 1);
+        from = Math.max(from, next.first);
+        row = next.row;
+        continue;
+      }
+      if (data.first > from) {
+        result.lost = mergeLost(result.lost, from, data.first - 1);
+        from = data.first;
+      }
+      const run = data.first === from ? wholeRun(data) : tailRun(data, from);
+      result.runs.push(run);
+      taken += run.bytes;
+      from = data.last + 1;
+      row += 1;
+    }
+    result.nextSeq = from;
+    result.nextRow = row;
+    return result;
   }
 
   /** Oldest seq still within both bounds, or null when the history is empty. */
   oldest(now = Date.now()): number | null {
-    const row = this.#sql
-      .exec<{ seq: number | null }>(`SELECT min(seq) AS seq FROM history WHERE seq > ? AND ts >= ?`, this.#seq - this.#size, now - this.#maxAgeMs)
-      .one();
-    return row.seq ?? null;
-  }
-
-  /** Stored messages with from <= seq <= to (within the bounds), in order, at most `limit`. */
-  range(from: number, to: number, limit: number, now = Date.now()): StoredMessage[] {
-    const first = Math.max(from, this.#seq - this.#size + 1, 1);
-    const last = Math.min(to, this.#seq);
-    if (first > last) return [];
-    const a = first % this.#size;
-    const b = last % this.#size;
-    // The seqs first..last sit in one run of slots, or two when they wrap around the ring.
-    const slots = a <= b ? `slot BETWEEN ${a} AND ${b}` : `(slot >= ${a} OR slot <= ${b})`;
-    return this.#sql
-      .exec<{ seq: number; event: string }>(
-        `SELECT seq, event FROM history WHERE ${slots} AND seq BETWEEN ? AND ? AND ts >= ? ORDER BY seq LIMIT ?`,
-        first,
-        last,
-        now - this.#maxAgeMs,
-        limit,
-      )
-      .toArray();
+    if (this.#latestRow === 0) return null;
+    const kept = this.#firstKept(Math.max(1, this.#latestRow - this.#size + 1), now, null);
+    if (kept === null) return null;
+    return Math.max(kept.first, this.#seq - this.#size + 1, 1);
   }
 
   /** The seq an idempotency key was published at, if it was seen recently. */
   seenKey(key: string): number | null {
+    if (!this.#tables) return null;
     const rows = this.#sql.exec<{ seq: number }>(`SELECT seq FROM idempotency WHERE key = ?`, key).toArray();
     return rows[0]?.seq ?? null;
   }
 
-  rememberKey(key: string, seq: number, ts: number): void {
+  #rememberKey(key: string, seq: number, ts: number): void {
     this.#sql.exec(`INSERT OR REPLACE INTO idempotency (key, seq, ts) VALUES (?, ?, ?)`, key, seq, ts);
     if (ts - this.#lastKeyPrune >= KEY_PRUNE_INTERVAL_MS) {
       this.#lastKeyPrune = ts;
       this.#sql.exec(`DELETE FROM idempotency WHERE ts < ?`, ts - Math.max(KEY_MIN_AGE_MS, this.#maxAgeMs));
     }
+  }
+
+  /** When the newest idempotency key was stored (0 when none is). */
+  newestKeyTs(): number {
+    if (!this.#tables) return 0;
+    return this.#sql.exec<{ ts: number | null }>(`SELECT max(ts) AS ts FROM idempotency`).one().ts ?? 0;
+  }
+
+  // -------------------------------------------------------------------------
+
+  #ensureTables(): void {
+    if (this.#tables) return;
+    this.#sql.exec(`CREATE TABLE IF NOT EXISTS log (
+      slot INTEGER PRIMARY KEY, row INTEGER NOT NULL, first INTEGER NOT NULL, last INTEGER NOT NULL,
+      ts INTEGER NOT NULL, bytes INTEGER NOT NULL, lengths TEXT NOT NULL, events TEXT NOT NULL)`);
+    this.#sql.exec(`CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`);
+    this.#sql.exec(`CREATE TABLE IF NOT EXISTS idempotency (key TEXT PRIMARY KEY, seq INTEGER NOT NULL, ts INTEGER NOT NULL)`);
+    this.#tables = true;
+  }
+
+  #kept(meta: RowMeta, now: number): boolean {
+    return meta.last > this.#seq - this.#size && meta.ts >= now - this.#maxAgeMs && meta.row > this.#latestRow - this.#size;
+  }
+
+  #rowMeta(row: number, counter: { rowsRead: number } | null): RowMeta | null {
+    if (row < 1 || row > this.#latestRow || row <= this.#latestRow - this.#size) return null;
+    if (counter) counter.rowsRead += 1;
+    const found = this.#sql
+      .exec<{ row: number; first: number; last: number; ts: number }>(`SELECT row, first, last, ts FROM log WHERE slot = ?`, row % this.#size)
+      .toArray()[0];
+    return found && found.row === row ? found : null;
+  }
+
+  #row(row: number, counter: { rowsRead: number }): RowData | null {
+    if (row < 1 || row > this.#latestRow || row <= this.#latestRow - this.#size) return null;
+    counter.rowsRead += 1;
+    const found = this.#sql
+      .exec<{ row: number; first: number; last: number; ts: number; bytes: number; lengths: string; events: string }>(
+        `SELECT row, first, last, ts, bytes, lengths, events FROM log WHERE slot = ?`,
+        row % this.#size,
+      )
+      .toArray()[0];
+    return found && found.row === row ? found : null;
+  }
+
+  /** The row that holds `seq`, or the oldest row in the ring when `seq` is older than all of them. */
+  #rowHolding(seq: number, counter: { rowsRead: number }): number {
+    const firsts = this.#firsts;
+    if (firsts.length > 0 && seq >= (firsts[0] as number)) {
+      let lo = 0;
+      let hi = firsts.length - 1;
+      while (lo < hi) {
+        const mid = (lo + hi + 1) >> 1;
+        if ((firsts[mid] as number) <= seq) lo = mid;
+        else hi = mid - 1;
+      }
+      return this.#indexFrom + lo;
+    }
+    // Rows from before this instance: binary search on first seq by point reads.
+    let lo = Math.max(1, this.#latestRow - this.#size + 1);
+    let hi = firsts.length > 0 ? this.#indexFrom - 1 : this.#latestRow;
+    while (lo < hi) {
+      const mid = Math.floor((lo + hi + 1) / 2);
+      const meta = this.#rowMeta(mid, counter);
+      if (meta !== null && meta.first <= seq) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo;
+  }
+
+  /** The first row at or after `fromRow` still within both bounds (rows are in seq and time order). */
+  #firstKept(fromRow: number, now: number, counter: { rowsRead: number } | null): RowMeta | null {
+    let lo = Math.max(fromRow, this.#latestRow - this.#size + 1, 1);
+    let hi = this.#latestRow;
+    let found: RowMeta | null = null;
+    while (lo <= hi) {
+      const mid = Math.floor((lo + hi) / 2);
+      const meta = this.#rowMeta(mid, counter);
+      if (meta !== null && this.#kept(meta, now)) {
+        found = meta;
+        hi = mid - 1;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    return found;
+  }
+
+  /**
+   * Finds the newest row by binary search over the ring (a full table scan
+   * would read every row at each wake-up). Slot s holds row s + k·size for
+   * the lap k it was last written in; the newest row is where laps change.
+   */
+  #findLatest(): void {
+    const rowAt = (slot: number): number =>
+      this.#sql.exec<{ row: number }>(`SELECT row FROM log WHERE slot = ?`, slot).toArray()[0]?.row ?? 0;
+    const zero = rowAt(0);
+    // Slots written after slot 0 in its lap hold zero + slot (or slot itself before the first lap ends).
+    const base = zero;
+    let lo = 0;
+    let hi = this.#size - 1;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (rowAt(mid) === base + mid) lo = mid;
+      else hi = mid - 1;
+    }
+    const latest = lo === 0 ? zero : base + lo;
+    if (latest === 0) return;
+    const meta = this.#sql.exec<{ last: number; ts: number }>(`SELECT last, ts FROM log WHERE slot = ?`, latest % this.#size).toArray()[0];
+    this.#latestRow = latest;
+    this.#seq = meta?.last ?? 0;
+    this.#latestTs = meta?.ts ?? 0;
   }
 
   #meta(key: string): string | null {
@@ -150,6 +386,25 @@ export class History {
   }
 
   #setMeta(key: string, value: string): void {
+    this.#ensureTables();
     this.#sql.exec(`INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)`, key, value);
   }
+}
+
+function mergeLost(lost: HistoryRead["lost"], from: number, to: number): HistoryRead["lost"] {
+  return lost === null ? { from, to } : { from: lost.from, to };
+}
+
+function wholeRun(row: RowData): Run {
+  const count = row.last - row.first + 1;
+  return { text: row.events, bytes: row.bytes, count, firstSeq: row.first, lastSeq: row.last, lastTag: tagOf(row.events) };
+}
+
+/** The part of a row from `from` on (a resume that starts inside a stored frame). */
+function tailRun(row: RowData, from: number): Run {
+  const lengths = row.lengths.split(",").map(Number);
+  let offset = 0;
+  for (let seq = row.first; seq < from; seq++) offset += (lengths[seq - row.first] as number) + 1;
+  const text = row.events.slice(offset);
+  return { text, bytes: utf8Length(text), count: row.last - from + 1, firstSeq: from, lastSeq: row.last, lastTag: tagOf(row.events) };
 }

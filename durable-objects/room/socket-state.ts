@@ -1,15 +1,17 @@
 /**
- * What the room knows about one socket while the object is in memory: its
- * send window (bytes sent but not yet acknowledged) and its slow-consumer
- * streak.
+ * What the room knows about one socket: its cursor (the seq it has been sent
+ * up to), its send window (bytes sent and not yet acknowledged), whether it
+ * is behind, and its client-frame budget.
  *
  * Workers WebSockets expose no bufferedAmount and `send()` queues without
- * limit, so this accounting is the only thing standing between one stalled
- * reader and the object's 128 MB. Every operation is O(1) amortized.
+ * limit, so this accounting is the only thing between one stalled reader and
+ * the object's 128 MB. An ack is a claim, so it only counts when it names the
+ * last message of a frame this socket was sent and echoes that message's
+ * random tag, which a client only learns by reading the frame.
  *
- * After hibernation the state is rebuilt from the attachment with an empty
- * window: the room was idle for seconds before it hibernated, so nothing of
- * note was in flight.
+ * After hibernation the state is rebuilt from the attachment, level with the
+ * room and with an empty window: a room with a socket behind keeps a timer
+ * running, so it only hibernates once every socket was level.
  */
 
 /** Survives hibernation (serializeAttachment); keep it well under 16 KiB. */
@@ -20,42 +22,55 @@ export interface SocketAttachment {
   canPublish: boolean;
   /** When the socket's token expires (epoch ms); null when it was admitted without one. */
   expiresAt: number | null;
+  /** Last client frame as of the last write (rewritten at most every ACTIVITY_PERSIST_MS), so idleness survives hibernation. */
+  activeAt?: number;
 }
 
-export type SendVerdict = "send" | "drop" | "kick";
+/** The attachment's `activeAt` is rewritten at most this often: a write per frame would cost as much as the frame. */
+export const ACTIVITY_PERSIST_MS = 5000;
 
 export interface RatePolicy {
   perSecond: number;
   burst: number;
 }
 
-export interface SlowPolicy {
-  windowBytes: number;
-  dropsBeforeClose: number;
-  graceMs: number;
+/** The frame facts the window needs. */
+export interface SentFrame {
+  bytes: number;
+  lastSeq: number;
+  lastTag: number;
 }
+
+/**
+ * What an ack did: `released` freed at least one frame; `stale` named nothing
+ * it could release (already acknowledged, inside a frame, from before this
+ * connection); `forged` claimed a message this socket was never sent, or
+ * carried the wrong tag.
+ */
+export type AckVerdict = "released" | "stale" | "forged";
 
 export class SocketState {
   readonly attachment: SocketAttachment;
   /** Last time the client sent anything (heartbeats excluded: the runtime stamps those). */
   lastActivity: number;
-  /** Messages dropped for this socket since it connected. */
-  dropped = 0;
+  /** Highest seq sent to this socket (or reported lost to it). */
+  sentSeq: number;
+  /** While behind: the history row that holds `sentSeq + 1`, when known (0 = look it up). */
+  nextRow = 0;
+  /** While behind: when the socket last made progress (fell behind, or an ack released a frame). Null when level. */
+  stalledSince: number | null = null;
   #sentBytes = 0;
   #ackedBytes = 0;
-  /** Pairs [lastSeqInFrame, sentBytesAfterFrame], oldest first, from #head on. */
+  /** Triples [lastSeqInFrame, sentBytesAfterFrame, tagOfLastMessage], oldest first, from #head on. */
   #marks: number[] = [];
   #head = 0;
-  #dropStreak = 0;
-  #overSince: number | null = null;
-  #droppedFrom = 0;
-  #droppedTo = 0;
   #tokens = -1;
   #refilledAt = 0;
 
-  constructor(attachment: SocketAttachment, now: number) {
+  constructor(attachment: SocketAttachment, sentSeq: number) {
     this.attachment = attachment;
-    this.lastActivity = now;
+    this.lastActivity = attachment.activeAt ?? attachment.connectedAt;
+    this.sentSeq = sentSeq;
   }
 
   /** Bytes sent to this socket and not yet acknowledged. */
@@ -63,37 +78,55 @@ export class SocketState {
     return this.#sentBytes - this.#ackedBytes;
   }
 
+  get behind(): boolean {
+    return this.stalledSince !== null;
+  }
+
   /**
-   * Decides whether a frame of `bytes` holding `events` messages may go out.
-   * A frame is dropped when it would push the window over the cap (a lone
-   * frame larger than the cap still goes to an idle socket, or it could never
-   * be delivered); the socket is kicked when it has stayed over the cap for
-   * the configured number of drops or time.
+   * Whether one more frame may go out: while the window is not full. So a
+   * socket holds at most one window plus one frame, and a frame larger than
+   * the window still reaches a socket that has read everything.
    */
-  admit(bytes: number, lastSeq: number, events: number, now: number, policy: SlowPolicy): SendVerdict {
-    const inFlight = this.inFlight;
-    if (policy.windowBytes === 0 || inFlight === 0 || inFlight + bytes <= policy.windowBytes) return "send";
-    this.dropped += events;
-    if (this.#droppedFrom === 0) this.#droppedFrom = lastSeq - events + 1;
-    this.#droppedTo = lastSeq;
-    this.#dropStreak += 1;
-    this.#overSince ??= now;
-    if (this.#dropStreak >= policy.dropsBeforeClose || now - this.#overSince >= policy.graceMs) return "kick";
-    return "drop";
+  hasRoom(windowBytes: number): boolean {
+    return windowBytes === 0 || this.inFlight < windowBytes;
   }
 
-  /** The seqs dropped since the last call, if any: what the client should be told. */
-  takeDropped(): { from: number; to: number } | null {
-    if (this.#droppedFrom === 0) return null;
-    const range = { from: this.#droppedFrom, to: this.#droppedTo };
-    this.#droppedFrom = this.#droppedTo = 0;
-    return range;
+  /** Records a frame that went out. */
+  sent(frame: SentFrame): void {
+    this.#sentBytes += frame.bytes;
+    this.#marks.push(frame.lastSeq, this.#sentBytes, frame.lastTag);
+    this.sentSeq = frame.lastSeq;
   }
 
   /**
-   * Token bucket for client frames: true when one more frame is within the
-   * rate. The bucket starts full, so a reconnecting client's first acks and
-   * replay requests never trip it.
+   * Applies an ack for message `seq` with tag `tag`: when it names the last
+   * message of a frame in flight and the tag matches, every frame up to that
+   * one is released.
+   */
+  ack(seq: number, tag: number): AckVerdict {
+    if (seq > this.sentSeq) return "forged";
+    const marks = this.#marks;
+    // Binary search the in-flight frames (ordered by seq) for one ending at `seq`.
+    let lo = this.#head / 3;
+    let hi = marks.length / 3 - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      const last = marks[mid * 3] as number;
+      if (last === seq) {
+        if (marks[mid * 3 + 2] !== tag) return "forged";
+        this.#ackedBytes = marks[mid * 3 + 1] as number;
+        this.#release((mid + 1) * 3);
+        return "released";
+      }
+      if (last < seq) lo = mid + 1;
+      else hi = mid - 1;
+    }
+    return "stale";
+  }
+
+  /**
+   * Token bucket for client frames that cost the room without freeing
+   * anything: true when one more is within the rate. The bucket starts full.
    */
   takeFrameToken(now: number, policy: RatePolicy): boolean {
     if (policy.perSecond === 0) return true;
@@ -108,27 +141,19 @@ export class SocketState {
     return true;
   }
 
-  /** Records a frame that went out; `lastSeq` is the highest message seq it carried. */
-  sent(bytes: number, lastSeq: number): void {
-    this.#sentBytes += bytes;
-    this.#marks.push(lastSeq, this.#sentBytes);
-    this.#dropStreak = 0;
-    this.#overSince = null;
+  /** Notes client activity; true when the attachment should be rewritten so it survives hibernation. */
+  touch(now: number): boolean {
+    this.lastActivity = now;
+    return now - (this.attachment.activeAt ?? this.attachment.connectedAt) >= ACTIVITY_PERSIST_MS;
   }
 
-  /** The client has every message up to and including `seq`: release their bytes. */
-  ack(seq: number): void {
-    const marks = this.#marks;
-    let head = this.#head;
-    while (head < marks.length && (marks[head] as number) <= seq) {
-      this.#ackedBytes = marks[head + 1] as number;
-      head += 2;
+  #release(head: number): void {
+    // Compact once the consumed prefix dominates, keeping sends and acks O(1) amortized.
+    if (head > 192 && head * 2 > this.#marks.length) {
+      this.#marks = this.#marks.slice(head);
+      this.#head = 0;
+    } else {
+      this.#head = head;
     }
-    // Compact once the consumed prefix dominates, keeping pushes and acks O(1) amortized.
-    if (head > 64 && head * 2 > marks.length) {
-      this.#marks = marks.slice(head);
-      head = 0;
-    }
-    this.#head = head;
   }
 }

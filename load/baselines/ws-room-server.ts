@@ -5,10 +5,12 @@
  * the same invocation, on the same machine, and report ratios.
  *
  * What it does: welcome, one frame per message (no coalescing), bounded history
- * with `since` resume and `lost` events, `replay`, socket `publish`, text
- * ping/pong, HTTP publish, POST /broadcast, room stats, 1012 on shutdown.
+ * with `since` resume and `lost` events, socket `publish`, text ping/pong,
+ * HTTP publish, POST /broadcast, room stats, 1012 on shutdown. Messages carry
+ * a tag like ours, so clients ack it the same way.
  * What it deliberately does not do: enforce the ack window (no cap on what a
- * slow reader buffers), persist history, authenticate, rate-limit.
+ * slow reader buffers; acks free nothing), persist history, authenticate,
+ * rate-limit.
  *
  * Run: node load/dist/baseline-server.js --port 18210   (or PORT=18210)
  */
@@ -18,7 +20,6 @@ import type { Duplex } from "node:stream";
 import { WebSocketServer, type WebSocket } from "ws";
 import {
   CloseCode,
-  DEFAULTS,
   PING,
   PONG,
   isValidRoomName,
@@ -26,10 +27,10 @@ import {
   type LostEvent,
   type MessageEvent,
   type PublishedEvent,
-  type ReplayedEvent,
   type ServerEvent,
   type WelcomeEvent,
 } from "../../client-sdk/src/protocol";
+import { DEFAULTS } from "../../durable-objects/config";
 
 interface HistoryEntry {
   seq: number;
@@ -90,7 +91,7 @@ function trimHistory(room: Room, now: number): void {
 function publish(room: Room, data: unknown): { seq: number; recipients: number } {
   const ts = Date.now();
   const seq = ++room.seq;
-  const event: MessageEvent = { type: "message", seq, data, ts };
+  const event: MessageEvent = { type: "message", seq, data, ts, tag: randomBytes(4).readUInt32BE(0) };
   const frame = JSON.stringify(event);
   room.history.push({ seq, ts, frame });
   trimHistory(room, ts);
@@ -153,13 +154,6 @@ function accept(room: Room, socket: WebSocket, since: number | undefined, epoch:
     switch (frame.type) {
       case "ack":
         return; // no window here: acks free nothing
-      case "replay": {
-        const to = Math.min(frame.to ?? room.seq, room.seq);
-        replayAfter(room, socket, frame.from - 1, to);
-        const done: ReplayedEvent = { type: "replayed", from: frame.from, to, truncated: false };
-        sendEvent(room, socket, done);
-        return;
-      }
       case "publish": {
         const { seq } = publish(room, frame.data);
         const answer: PublishedEvent = { type: "published", seq };

@@ -6,7 +6,8 @@
 import { readFileSync } from "node:fs";
 import { totalmem } from "node:os";
 import { parseArgs } from "node:util";
-import { DEFAULTS } from "../../client-sdk/src/protocol";
+import { PING_INTERVAL_SECONDS } from "../../client-sdk/src/protocol";
+import { DEFAULTS } from "../../durable-objects/config";
 import { measuredCosts } from "./capacity/inputs";
 import {
   cloudflareMonthlyCost,
@@ -168,7 +169,7 @@ function main(): number {
     workerCpuMsPerRequest: 1,
     rowsWrittenPerMessage: num(values["rows-per-message"], "rows-per-message", 1),
     pingsBilled: !(values["no-ping-billing"] ?? false),
-    pingIntervalSeconds: DEFAULTS.PING_INTERVAL_SECONDS,
+    pingIntervalSeconds: PING_INTERVAL_SECONDS,
     historyMessages: DEFAULTS.HISTORY_MAX_MESSAGES,
     ackBytes: values["ack-kib"] !== undefined ? num(values["ack-kib"], "ack-kib", 256) * 1024 : DEFAULTS.WINDOW_BYTES / 4,
   };

@@ -6,7 +6,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
-import { DEFAULTS } from "../../client-sdk/src/protocol";
+import { PING_INTERVAL_SECONDS } from "../../client-sdk/src/protocol";
 import { ClientPool } from "./client/pool";
 import { USAGE, UsageRequested, estimatedSeconds, parseLoadOptions, totalSockets, type LoadOptions, type ScenarioName } from "./options";
 import { HttpClient } from "./publisher";
@@ -120,7 +120,7 @@ async function runTarget(options: LoadOptions, spec: TargetSpec, hardStopAt: num
       deadlineMs: options.deadlineMs,
       histogramCeilingMs: options.deadlineMs,
       expectedMessages: Math.ceil(options.rate * options.durationSeconds * 1.3) + 64,
-      pingIntervalMs: DEFAULTS.PING_INTERVAL_SECONDS * 1000,
+      pingIntervalMs: PING_INTERVAL_SECONDS * 1000,
       ackBytes: options.ackBytes,
       inFlight: Math.max(1, Math.ceil(options.inFlight / options.procs)),
       ...(options.scenario === "storm" ? { reconnect: { baseMs: options.backoffBaseMs, maxMs: options.backoffMaxMs } } : {}),

@@ -7,7 +7,7 @@ export interface CloseInfo {
 }
 
 export interface OpenOptions {
-  /** Acknowledge every message as it arrives (a well-behaved client). Default true. */
+  /** Acknowledge every frame as it arrives, naming its last message (a well-behaved client). Default true. */
   autoAck?: boolean;
 }
 
@@ -21,6 +21,8 @@ export class TestSocket {
   readonly frames: string[] = [];
   readonly closed: Promise<CloseInfo>;
   closeInfo: CloseInfo | null = null;
+  /** The last message received: what an ack names. */
+  lastMessage: MessageEvent | null = null;
   #waiters = new Set<() => void>();
 
   private constructor(ws: WebSocket, autoAck: boolean) {
@@ -48,9 +50,10 @@ export class TestSocket {
       const parsed = parseServerFrame(text);
       if (!parsed.ok) throw new Error(`server sent an invalid frame: ${text}`);
       this.events.push(...parsed.value);
-      if (autoAck) {
-        const last = parsed.value.filter((e): e is MessageEvent => e.type === "message").at(-1);
-        if (last) ws.send(JSON.stringify({ type: "ack", seq: last.seq }));
+      const last = parsed.value.filter((e): e is MessageEvent => e.type === "message").at(-1);
+      if (last) {
+        this.lastMessage = last;
+        if (autoAck) this.ack(last);
       }
       this.#notify();
     });
@@ -69,6 +72,11 @@ export class TestSocket {
 
   get messages(): MessageEvent[] {
     return this.events.filter((e): e is MessageEvent => e.type === "message");
+  }
+
+  /** Acknowledges `message` (default: the last one received) with its seq and tag. */
+  ack(message: MessageEvent | null = this.lastMessage): void {
+    if (message) this.send({ type: "ack", seq: message.seq, tag: message.tag });
   }
 
   send(frame: unknown): void {

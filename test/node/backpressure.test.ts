@@ -1,133 +1,202 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CloseCode, type MessageEvent, type ReplayedEvent } from "../../client-sdk/src/protocol";
+import { CloseCode, type LostEvent } from "../../client-sdk/src/protocol";
 import { startServer, type LocalServer } from "../helpers/server";
 import { expectSeqs, publish, roomStats, TestSocket } from "../helpers/socket";
 
 // An 8 KiB window and ~1 KiB messages: a few messages fill it, yet an
-// acknowledging client (one or two messages in flight) never reaches it.
+// acknowledging client (one or two frames in flight) never reaches it.
 const WINDOW = 8192;
 const payload = (i: number) => ({ i, pad: "x".repeat(1000) });
+/** A socket holds at most a window plus one frame (here one ~1.1 KB message). */
+const WINDOW_BOUND = WINDOW + 1200;
 
 let server: LocalServer;
 
 beforeAll(async () => {
-  server = await startServer({ vars: { WINDOW_BYTES: String(WINDOW), SLOW_DROPS_BEFORE_CLOSE: "8", SLOW_GRACE_MS: "60000" } });
+  server = await startServer({ vars: { WINDOW_BYTES: String(WINDOW), SLOW_GRACE_MS: "60000" } });
 });
 
 afterAll(async () => {
   await server?.stop();
 });
 
-describe("per-socket window", () => {
-  it("drops frames for a socket that does not acknowledge, shows the gap, and replays it", async () => {
-    const room = "window-gap";
+describe("cursor per socket", () => {
+  it("sends a socket that stops acking no more than its window, then everything from history as it acks, once and in order", async () => {
+    const room = "cursor-lag";
     const lagging = await TestSocket.open(`${server.wsUrl}/rooms/${room}/ws`, { autoAck: false });
     const healthy = await TestSocket.open(`${server.wsUrl}/rooms/${room}/ws`);
 
-    const N = 12;
+    const N = 30;
     for (let i = 0; i < N; i++) await publish(server.url, room, payload(i));
     await healthy.waitForMessages(N);
     expectSeqs(healthy.messages, 1, N);
 
-    // The lagging socket got what fits in its window, then nothing.
-    await lagging.waitFor((s) => s.messages.length >= 6);
+    // The lagging socket got what fits in its window, then nothing: it is behind, not skipped.
+    await lagging.waitFor((s) => s.messages.length >= 7);
     const got = lagging.messages.length;
     expect(got).toBeLessThan(N);
     expectSeqs(lagging.messages, 1, got);
     const stats = await roomStats(server.url, room);
-    expect(stats.drops).toBe(N - got);
-    expect(stats.windowBytesMax).toBeGreaterThan(WINDOW - 1100);
-    expect(stats.windowBytesMax).toBeLessThanOrEqual(WINDOW);
+    expect(stats.behind).toBe(1);
+    expect(stats.windowBytesMax).toBeGreaterThan(WINDOW - 1200);
+    expect(stats.windowBytesMax).toBeLessThanOrEqual(WINDOW_BOUND);
 
-    // It acknowledges; the room tells it what it dropped meanwhile...
-    lagging.send({ type: "ack", seq: got });
-    await lagging.waitFor((s) => s.events.some((e) => e.type === "dropped"));
-    expect(lagging.events.find((e) => e.type === "dropped")).toEqual({ type: "dropped", from: got + 1, to: N });
-    // ...and the next live message arrives with a visible seq jump.
+    // Each ack that frees the window brings the next messages from history, until it is level.
+    while (lagging.messages.length < N) {
+      const before = lagging.messages.length;
+      lagging.ack();
+      await lagging.waitFor((s) => s.messages.length > before, 5000, "more messages after an ack");
+    }
+    expectSeqs(lagging.messages, 1, N);
+    expect(lagging.events.some((e) => e.type === "lost")).toBe(false);
+    lagging.ack();
+    await new Promise((r) => setTimeout(r, 100));
+    const level = await roomStats(server.url, room);
+    expect(level.behind).toBe(0);
+    expect(level.catchUpFrames).toBeGreaterThan(0);
+    // Catch-up reads only what it sends: one row per message here (each was its own frame).
+    expect(level.historyRowsRead).toBeLessThanOrEqual(N - got);
+
+    // Level again, it is back on the live path.
     await publish(server.url, room, payload(N));
-    await lagging.waitFor((s) => s.messages.some((m) => m.seq === N + 1));
-    const seqs = lagging.messages.map((m) => m.seq);
-    expect(seqs.at(-1)).toBe(N + 1);
-    expect(seqs.at(-2)).toBe(got);
-
-    // It replays the gap from history.
-    lagging.send({ type: "ack", seq: N + 1 });
-    lagging.send({ type: "replay", from: got + 1, to: N });
-    await lagging.waitFor((s) => s.events.some((e) => e.type === "replayed"));
-    const replayed = lagging.events.find((e): e is ReplayedEvent => e.type === "replayed");
-    expect(replayed).toMatchObject({ from: got + 1, to: N, truncated: false });
-    const all = new Map(lagging.messages.map((m: MessageEvent) => [m.seq, m]));
-    expect([...all.keys()].sort((a, b) => a - b)).toEqual(Array.from({ length: N + 1 }, (_, i) => i + 1));
-    expect((all.get(N)?.data as { i: number }).i).toBe(N - 1);
+    await lagging.waitForMessages(N + 1);
+    expectSeqs(lagging.messages, 1, N + 1);
     lagging.close();
     healthy.close();
   });
 
-  it("truncates a replay at the window and says so", async () => {
-    const room = "window-replay";
-    for (let i = 0; i < 20; i++) await publish(server.url, room, payload(i));
-    const s = await TestSocket.open(`${server.wsUrl}/rooms/${room}/ws?since=0`, { autoAck: false });
-    await s.waitFor((x) => x.events.some((e) => e.type === "replayed"));
-    const replayed = s.events.find((e): e is ReplayedEvent => e.type === "replayed");
-    expect(replayed?.truncated).toBe(true);
-    const upTo = replayed?.to ?? 0;
-    expect(upTo).toBeLessThan(20);
-    expect(upTo).toBeGreaterThan(3);
-    expectSeqs(s.messages, 1, upTo);
-
-    // Acknowledge and ask for the rest, as the SDK does.
-    s.send({ type: "ack", seq: upTo });
-    s.send({ type: "replay", from: upTo + 1 });
-    await s.waitFor((x) => x.events.filter((e) => e.type === "replayed").length === 2);
-    expect(s.messages.at(-1)?.seq).toBeGreaterThan(upTo);
+  it("resumes with since as a socket that starts behind: a client that only acks gets everything", async () => {
+    const room = "cursor-resume";
+    for (let i = 0; i < 60; i++) await publish(server.url, room, payload(i));
+    const s = await TestSocket.open(`${server.wsUrl}/rooms/${room}/ws?since=0`);
+    await s.waitForMessages(60);
+    expectSeqs(s.messages, 1, 60);
+    expect(s.events.map((e) => e.type).filter((t) => t !== "message")).toEqual(["welcome"]);
+    // Frames stay inside the window plus one frame even while catching up.
+    const stats = await roomStats(server.url, room);
+    expect(stats.windowBytesMax).toBeLessThanOrEqual(WINDOW_BOUND);
     s.close();
   });
 
-  it("closes a socket that stays over its window with 4008, and it resumes with nothing lost", async () => {
-    const room = "window-kick";
-    const slow = await TestSocket.open(`${server.wsUrl}/rooms/${room}/ws`, { autoAck: false });
-    for (let i = 0; i < 20 && !slow.closeInfo; i++) await publish(server.url, room, payload(i));
-    const closed = await slow.closed;
-    expect(closed.code).toBe(CloseCode.SLOW_CONSUMER);
-    const last = slow.messages.at(-1)?.seq ?? 0;
-    const stats = await roomStats(server.url, room);
-    expect(stats.kicks).toBe(1);
-    expect(stats.connections).toBe(0);
-
-    const total = stats.seq;
-    const resumed = await TestSocket.open(`${server.wsUrl}/rooms/${room}/ws?since=${last}`);
-    // A healthy (acknowledging) client catches up; the window only paces the replay.
-    for (let from = last + 1; ; ) {
-      await resumed.waitFor((x) => x.events.filter((e) => e.type === "replayed").length >= 1);
-      const ends = resumed.events.filter((e): e is ReplayedEvent => e.type === "replayed");
-      const end = ends.at(-1) as ReplayedEvent;
-      if (!end.truncated) break;
-      from = end.to + 1;
-      const count = ends.length;
-      resumed.send({ type: "replay", from });
-      await resumed.waitFor((x) => x.events.filter((e) => e.type === "replayed").length > count);
-      const latest = resumed.events.filter((e): e is ReplayedEvent => e.type === "replayed").at(-1) as ReplayedEvent;
-      if (!latest.truncated) break;
+  it("tells a socket that fell out of history what it lost, once, and continues from the oldest kept message", async () => {
+    const short = await startServer({ vars: { WINDOW_BYTES: String(WINDOW), HISTORY_MAX_MESSAGES: "20", SLOW_GRACE_MS: "60000" } });
+    try {
+      const room = "cursor-lost";
+      const lagging = await TestSocket.open(`${short.wsUrl}/rooms/${room}/ws`, { autoAck: false });
+      for (let i = 0; i < 60; i++) await publish(short.url, room, payload(i));
+      await lagging.waitFor((s) => s.messages.length >= 7);
+      const got = lagging.messages.length;
+      while ((lagging.messages.at(-1)?.seq ?? 0) < 60) {
+        const before = lagging.events.length;
+        lagging.ack();
+        await lagging.waitFor((s) => s.events.length > before, 5000, "more after an ack");
+      }
+      const lost = lagging.events.filter((e): e is LostEvent => e.type === "lost");
+      expect(lost).toEqual([{ type: "lost", reason: "history", from: got + 1, to: 40 }]);
+      expectSeqs(lagging.messages.slice(0, got), 1, got);
+      const seqs = lagging.messages.map((m) => m.seq);
+      expect(seqs.slice(got)).toEqual(Array.from({ length: 20 }, (_, i) => 41 + i));
+      expect((await roomStats(short.url, room)).lostMessages).toBe(40 - got);
+      lagging.close();
+    } finally {
+      await short.stop();
     }
-    expectSeqs(resumed.messages, last + 1, total);
-    resumed.close();
   });
 
-  it("never lets a stalled TCP reader hold more than its window, and others get everything", async () => {
-    const room = "stalled-reader";
-    const stalled = await TestSocket.open(`${server.wsUrl}/rooms/${room}/ws`);
+  it("keeps fast readers complete while the room is busy: every message, in order, none closed", async () => {
+    const room = "cursor-busy";
     const fast = await Promise.all([1, 2, 3].map(() => TestSocket.open(`${server.wsUrl}/rooms/${room}/ws`)));
-    stalled.pauseReading();
-    for (let i = 0; i < 40; i++) await publish(server.url, room, payload(i));
+    const N = 400;
+    // Ten publishes in flight: the room is busy, acks queue behind publishes, and sockets fall behind and catch up.
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: 10 }, async () => {
+        while (next < N) await publish(server.url, room, payload(next++));
+      }),
+    );
     for (const s of fast) {
-      await s.waitForMessages(40);
-      expectSeqs(s.messages, 1, 40);
+      await s.waitForMessages(N, 20_000);
+      expectSeqs(s.messages, 1, N);
+      expect(s.closeInfo).toBeNull();
     }
     const stats = await roomStats(server.url, room);
-    expect(stats.windowBytesMax).toBeLessThanOrEqual(WINDOW);
-    expect(stats.drops).toBeGreaterThan(0);
-    expect(stats.kicks).toBe(1);
+    expect(stats.windowBytesMax).toBeLessThanOrEqual(WINDOW_BOUND);
+    expect(stats.kicks).toBe(0);
     for (const s of fast) s.close();
+  });
+});
+
+describe("acks are claims", () => {
+  it("closes a socket with 4000 for an ack of a message it was not sent, or with the wrong tag", async () => {
+    const room = "ack-lies";
+    await publish(server.url, room, "one");
+    const ahead = await TestSocket.open(`${server.wsUrl}/rooms/${room}/ws`, { autoAck: false });
+    await publish(server.url, room, "two");
+    await ahead.waitForMessages(1);
+    ahead.send({ type: "ack", seq: Number.MAX_SAFE_INTEGER, tag: 0 });
+    expect((await ahead.closed).code).toBe(CloseCode.BAD_FRAME);
+
+    const wrongTag = await TestSocket.open(`${server.wsUrl}/rooms/${room}/ws`, { autoAck: false });
+    await publish(server.url, room, "three");
+    await wrongTag.waitForMessages(1);
+    const message = wrongTag.messages[0]!;
+    wrongTag.send({ type: "ack", seq: message.seq, tag: (message.tag + 1) % 2 ** 32 });
+    expect((await wrongTag.closed).code).toBe(CloseCode.BAD_FRAME);
+    expect((await roomStats(server.url, room)).refusals.bad_ack).toBe(2);
+
+    // Without a tag an ack is not protocol at all.
+    const untagged = await TestSocket.open(`${server.wsUrl}/rooms/${room}/ws`);
+    untagged.send({ type: "ack", seq: 1 });
+    expect((await untagged.closed).code).toBe(CloseCode.BAD_FRAME);
+  });
+
+  it("does not release a window for a stalled reader whatever it claims, and closes it once it stays behind", async () => {
+    const graceful = await startServer({ vars: { WINDOW_BYTES: String(WINDOW), SLOW_GRACE_MS: "1500" } });
+    try {
+      const room = "ack-stalled";
+      const stalled = await TestSocket.open(`${graceful.wsUrl}/rooms/${room}/ws`, { autoAck: false });
+      const fast = await TestSocket.open(`${graceful.wsUrl}/rooms/${room}/ws`);
+      stalled.pauseReading();
+      for (let i = 0; i < 40; i++) await publish(graceful.url, room, payload(i));
+      await fast.waitForMessages(40);
+      expectSeqs(fast.messages, 1, 40);
+      // It can only echo tags it has read: acks for what it read release nothing more than that.
+      const stats = await roomStats(graceful.url, room);
+      expect(stats.windowBytesMax).toBeLessThanOrEqual(WINDOW_BOUND);
+      expect(stats.behind).toBe(1);
+      // Behind with no acknowledged progress for SLOW_GRACE_MS: closed with 4008.
+      const deadline = Date.now() + 10_000;
+      let kicked = stats.kicks;
+      while (kicked === 0 && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 250));
+        kicked = (await roomStats(graceful.url, room)).kicks;
+      }
+      expect(kicked).toBe(1);
+      const after = await roomStats(graceful.url, room);
+      expect(after.connections).toBe(1);
+      expect(after.behind).toBe(0);
+      fast.close();
+    } finally {
+      await graceful.stop();
+    }
+  });
+
+  it("closes a slow consumer with 4008, and it resumes with nothing lost", async () => {
+    const graceful = await startServer({ vars: { WINDOW_BYTES: String(WINDOW), SLOW_GRACE_MS: "1000" } });
+    try {
+      const room = "kick-resume";
+      const slow = await TestSocket.open(`${graceful.wsUrl}/rooms/${room}/ws`, { autoAck: false });
+      for (let i = 0; i < 20; i++) await publish(graceful.url, room, payload(i));
+      const closed = await slow.closed;
+      expect(closed.code).toBe(CloseCode.SLOW_CONSUMER);
+      const last = slow.messages.at(-1)?.seq ?? 0;
+      const resumed = await TestSocket.open(`${graceful.wsUrl}/rooms/${room}/ws?since=${last}`);
+      await resumed.waitForMessages(20 - last);
+      expectSeqs(resumed.messages, last + 1, 20);
+      resumed.close();
+    } finally {
+      await graceful.stop();
+    }
   });
 });
 
@@ -150,8 +219,9 @@ describe("coalescing", () => {
     }
     const stats = await roomStats(roomy.url, room);
     expect(stats.deliveries).toBe(200 * 20);
-    // Concurrent publishes shared frames.
+    // Concurrent publishes shared frames, and each frame is one history row.
     expect(stats.framesSent).toBeLessThan(stats.deliveries);
+    expect(stats.historyRowsWritten).toBeLessThan(200);
     expect(sockets[0]?.frames.some((f) => f.startsWith("["))).toBe(true);
     for (const s of sockets) s.close();
   });

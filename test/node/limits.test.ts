@@ -31,16 +31,23 @@ describe("abuse limits", () => {
     for (const s of [...held.slice(1), again]) s.close();
   });
 
-  it("closes a socket that sends frames over its rate with 4009; heartbeats do not count", async () => {
+  it("closes a socket that sends frames over its rate with 4009; heartbeats and acks that release frames do not count", async () => {
     const room = "rate";
     const calm = await TestSocket.open(`${server.wsUrl}/rooms/${room}/ws`);
     for (let i = 0; i < 50; i++) calm.send("ping");
+    // Acks are flow control: a client acking each of 100 frames (20x its budget) is not limited.
+    const acking = await TestSocket.open(`${server.wsUrl}/rooms/${room}/ws`);
+    for (let i = 0; i < 100; i++) await publish(server.url, room, i);
+    await acking.waitForMessages(100);
     const noisy = await TestSocket.open(`${server.wsUrl}/rooms/${room}/ws`);
-    for (let i = 0; i < 30; i++) noisy.send({ type: "ack", seq: 0 });
+    // An ack that releases nothing (here: one from before this connection) costs like any frame.
+    for (let i = 0; i < 30; i++) noisy.send({ type: "ack", seq: 0, tag: 0 });
     expect((await noisy.closed).code).toBe(CloseCode.RATE_LIMITED);
     await calm.waitFor((s) => s.frames.filter((f) => f === "pong").length === 50, 5000, "50 pongs");
     expect(calm.closeInfo).toBeNull();
+    expect(acking.closeInfo).toBeNull();
     expect((await roomStats(server.url, room)).refusals.rate_limited).toBe(1);
     calm.close();
+    acking.close();
   });
 });

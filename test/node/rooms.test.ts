@@ -89,7 +89,7 @@ describe("resume", () => {
     try {
       for (let i = 0; i < 100; i++) await publish(small.url, room, { i });
       const s = await TestSocket.open(`${small.wsUrl}/rooms/${room}/ws?since=3`);
-      await s.waitFor((x) => x.events.some((e) => e.type === "replayed"));
+      await s.waitForMessages(5);
       const lost = s.events.find((e): e is LostEvent => e.type === "lost");
       // History holds exactly the newest five.
       expect(lost).toEqual({ type: "lost", reason: "history", from: 4, to: 95 });
@@ -142,12 +142,15 @@ describe("bad input", () => {
     ["malformed JSON frame", "{nope", CloseCode.BAD_FRAME],
     ["unknown frame type", JSON.stringify({ type: "subscribe" }), CloseCode.BAD_FRAME],
     ["ack without a seq", JSON.stringify({ type: "ack" }), CloseCode.BAD_FRAME],
+    ["ack without a tag", JSON.stringify({ type: "ack", seq: 1 }), CloseCode.BAD_FRAME],
+    ["ack for a message never sent", JSON.stringify({ type: "ack", seq: 99, tag: 1 }), CloseCode.BAD_FRAME],
+    ["replay request (not part of the protocol)", JSON.stringify({ type: "replay", from: 1 }), CloseCode.BAD_FRAME],
     ["binary frame", Buffer.from([1, 2, 3]), CloseCode.BAD_FRAME],
     ["oversized frame", JSON.stringify({ type: "publish", data: "x".repeat(70_000) }), CloseCode.MESSAGE_TOO_BIG],
   ];
-  for (const [name, frame, code] of frames) {
+  frames.forEach(([name, frame, code], index) => {
     it(`${name}: close ${code}, and the room keeps what it had`, async () => {
-      const room = `bad-frame-${code}-${name.length}`;
+      const room = `bad-frame-${index}`;
       await publish(server.url, room, "before");
       const s = await TestSocket.open(`${server.wsUrl}/rooms/${room}/ws`);
       s.ws.send(frame);
@@ -160,7 +163,7 @@ describe("bad input", () => {
       expect(after.messages[0]?.data).toBe("before");
       after.close();
     });
-  }
+  });
 });
 
 describe("stats", () => {

@@ -13,7 +13,6 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   CloseCode,
-  DEFAULTS,
   isValidRoomName,
   parseClientFrame,
   type ErrorCode,
@@ -21,6 +20,7 @@ import {
   type RoomStats,
   type ServerEvent,
 } from "../../client-sdk/src/protocol";
+import { DEFAULTS } from "../../durable-objects/config";
 import { mintToken } from "../../worker/auth/tokens";
 import { app } from "../../worker/app";
 
@@ -84,14 +84,18 @@ interface ClientSocket {
   ws: WebSocket;
   events: ServerEvent[];
   close: { code: number; reason: string } | null;
+  /** The last message of the last frame received: what an ack names. */
+  lastOfFrame: MessageEvent | null;
 }
 
 function adopt(ws: WebSocket): ClientSocket {
-  const socket: ClientSocket = { ws, events: [], close: null };
+  const socket: ClientSocket = { ws, events: [], close: null, lastOfFrame: null };
   ws.addEventListener("message", (e) => {
     if (typeof e.data !== "string" || e.data === "pong") return;
     const parsed: unknown = JSON.parse(e.data);
-    socket.events.push(...((Array.isArray(parsed) ? parsed : [parsed]) as ServerEvent[]));
+    const events = (Array.isArray(parsed) ? parsed : [parsed]) as ServerEvent[];
+    socket.events.push(...events);
+    socket.lastOfFrame = events.filter((x): x is MessageEvent => x.type === "message").at(-1) ?? socket.lastOfFrame;
   });
   ws.addEventListener("close", (e) => {
     socket.close = { code: e.code, reason: e.reason };
@@ -127,21 +131,22 @@ async function roomSeq(room: string): Promise<number> {
   return ((await res.json()) as RoomStats).seq;
 }
 
-/** Every message of `room` from seq 1 up to `upTo`, via a resume socket (acking and re-asking when the window fills). */
+/** Every message of `room` from seq 1 up to `upTo`, via a resume socket that acks what it reads (the room paces it by its window). */
 async function readHistory(room: string, upTo: number): Promise<Map<number, string>> {
   const seen = new Map<number, string>();
   if (upTo === 0) return seen;
   const s = await openSocket(room, "?since=0");
   let handled = 0;
+  let acked: MessageEvent | null = null;
   await until(
     () => {
       for (; handled < s.events.length; handled++) {
         const event = s.events[handled] as ServerEvent;
         if (event.type === "message") seen.set(event.seq, JSON.stringify((event as MessageEvent).data));
-        if (event.type === "replayed" && event.truncated) {
-          s.ws.send(JSON.stringify({ type: "ack", seq: event.to }));
-          s.ws.send(JSON.stringify({ type: "replay", from: event.to + 1, to: upTo }));
-        }
+      }
+      if (s.lastOfFrame !== null && s.lastOfFrame !== acked) {
+        acked = s.lastOfFrame;
+        s.ws.send(JSON.stringify({ type: "ack", seq: acked.seq, tag: acked.tag }));
       }
       return seen.size >= upTo || s.close !== null;
     },
@@ -423,10 +428,7 @@ describe("parseClientFrame", () => {
     switch (frame.type) {
       case "ack":
         expect(Number.isSafeInteger(frame.seq) && frame.seq >= 0).toBe(true);
-        break;
-      case "replay":
-        expect(Number.isSafeInteger(frame.from) && frame.from >= 1).toBe(true);
-        if (frame.to !== undefined) expect(Number.isSafeInteger(frame.to) && frame.to >= frame.from).toBe(true);
+        expect(Number.isInteger(frame.tag) && frame.tag >= 0 && frame.tag <= 0xffffffff).toBe(true);
         break;
       case "publish":
         expect(frame.data).not.toBeUndefined();
@@ -454,6 +456,7 @@ describe("parseClientFrame", () => {
       {
         type: fc.oneof(fc.constantFrom("ack", "replay", "publish", "ACK", "message", "", "__proto__"), fc.integer()),
         seq: field,
+        tag: fc.oneof(field, fc.constant(0xffffffff), fc.constant(2 ** 32)),
         from: field,
         to: field,
         data: fc.jsonValue({ maxDepth: 2 }),
@@ -468,8 +471,8 @@ describe("parseClientFrame", () => {
         const result = parseClientFrame(text);
         const v = JSON.parse(text) as Record<string, unknown>;
         let valid: boolean;
-        if (v.type === "ack") valid = seqLike(v.seq);
-        else if (v.type === "replay") valid = seqLike(v.from) && v.from >= 1 && (v.to === undefined || (seqLike(v.to) && v.to >= v.from));
+        const tagLike = typeof v.tag === "number" && Number.isInteger(v.tag) && v.tag >= 0 && v.tag <= 0xffffffff;
+        if (v.type === "ack") valid = seqLike(v.seq) && tagLike;
         else if (v.type === "publish") valid = "data" in v && (v.id === undefined || (typeof v.id === "string" && v.id.length <= 128));
         else valid = false;
         expect(result.ok, text).toBe(valid);
@@ -552,14 +555,11 @@ describe("routes under arbitrary requests", () => {
 // ---------------------------------------------------------------------------
 
 describe("client frames over a socket", () => {
-  const SENTINEL_FROM = Number.MAX_SAFE_INTEGER;
   const BIG = `{"type":"publish","data":"${"x".repeat(DEFAULTS.MAX_FRAME_BYTES)}"}`;
 
-  /** Frames the room must accept; most runs are mostly these, so publishes and replays get exercised. */
+  /** Frames that parse; most runs are mostly these, so publishes and acks (honest, stale and lying) get exercised. */
   const validFrame = fc.oneof(
-    fc.record({ type: fc.constant("ack"), seq: fc.nat(2000) }),
-    fc.record({ type: fc.constant("replay"), from: fc.integer({ min: 1, max: 2000 }) }),
-    fc.integer({ min: 1, max: 2000 }).chain((from) => fc.record({ type: fc.constant("replay"), from: fc.constant(from), to: fc.integer({ min: from, max: from + 50 }) })),
+    fc.record({ type: fc.constant("ack"), seq: fc.nat(400), tag: fc.nat() }),
     fc.record({ type: fc.constant("publish"), data: fc.jsonValue({ maxDepth: 2 }) }),
     fc.record({ type: fc.constant("publish"), data: fc.jsonValue({ maxDepth: 2 }), id: fc.string({ maxLength: 128 }) }),
   ).map((v) => JSON.stringify(v));
@@ -575,6 +575,7 @@ describe("client frames over a socket", () => {
           {
             type: fc.constantFrom("ack", "replay", "publish", "bogus"),
             seq: fc.oneof(fc.nat(50), fc.integer(), fc.double(), fc.string({ maxLength: 3 })),
+            tag: fc.oneof(fc.nat(), fc.integer(), fc.double(), fc.string({ maxLength: 3 })),
             from: fc.oneof(fc.nat(50), fc.integer(), fc.string({ maxLength: 3 })),
             to: fc.oneof(fc.nat(60), fc.integer()),
             data: fc.jsonValue({ maxDepth: 2 }),
@@ -589,12 +590,21 @@ describe("client frames over a socket", () => {
     { weight: 1, arbitrary: fc.uint8Array({ minLength: 1, maxLength: 16 }) },
   );
 
-  /** The close code the room must answer a frame with, or null when the frame is fine. */
-  function expectedClose(frame: string | Uint8Array): number | null {
+  /**
+   * The close code the room must answer a frame with, or null when the frame is fine. `joinedAt` is
+   * the room's seq when the socket joined: since then it was sent only its own publishes, each as
+   * one frame that it does not acknowledge. So an ack for a later seq either claims a message never
+   * sent or names a frame in flight with a random (so wrong) tag; one at or before `joinedAt` is
+   * stale and harmless.
+   */
+  function expectedClose(frame: string | Uint8Array, joinedAt: number): number | null {
     if (typeof frame !== "string") return CloseCode.BAD_FRAME;
     if (frame === "ping") return null;
     if (new TextEncoder().encode(frame).length > DEFAULTS.MAX_FRAME_BYTES) return CloseCode.MESSAGE_TOO_BIG;
-    return parseClientFrame(frame).ok ? null : CloseCode.BAD_FRAME;
+    const parsed = parseClientFrame(frame);
+    if (!parsed.ok) return CloseCode.BAD_FRAME;
+    if (parsed.value.type === "ack" && parsed.value.seq > joinedAt) return CloseCode.BAD_FRAME;
+    return null;
   }
 
   it("answer every frame as documented, never with 1011, and keep every accepted publish", async () => {
@@ -617,7 +627,7 @@ describe("client frames over a socket", () => {
         const published: string[] = [];
         for (const frame of frames) {
           sent.push(frame);
-          closeCode = expectedClose(frame);
+          closeCode = expectedClose(frame, before);
           if (closeCode !== null) break;
           const parsed = parseClientFrame(frame as string);
           if (parsed.ok && parsed.value.type === "publish") published.push(JSON.stringify(parsed.value.data));
@@ -630,16 +640,19 @@ describe("client frames over a socket", () => {
         for (const frame of sent) {
           s.ws.send(frame);
           const parsed = typeof frame === "string" ? parseClientFrame(frame) : null;
-          if (parsed?.ok && parsed.value.type === "publish" && expectedClose(frame) === null) {
+          if (parsed?.ok && parsed.value.type === "publish" && expectedClose(frame, before) === null) {
             answered += 1;
             await until(() => s.close !== null || s.events.filter((e) => e.type === "published").length >= answered, "publish answer");
           }
         }
         const context = JSON.stringify(sent).slice(0, 500);
         if (closeCode === null) {
-          s.ws.send(JSON.stringify({ type: "replay", from: SENTINEL_FROM }));
+          // A sentinel publish, answered only once everything before it was processed.
+          const sentinel = JSON.stringify({ sentinel: before });
+          s.ws.send(`{"type":"publish","data":${sentinel},"id":"sentinel"}`);
+          published.push(sentinel);
           await until(
-            () => s.close !== null || s.events.some((e) => e.type === "replayed" && e.from === SENTINEL_FROM),
+            () => s.close !== null || s.events.some((e) => e.type === "published" && e.id === "sentinel"),
             `sentinel for ${context}`,
           );
           expect(s.close, context).toBeNull();

@@ -2,8 +2,10 @@ import { env, exports } from "cloudflare:workers";
 import { runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import type { MessageEvent, RoomStats, ServerEvent } from "../../client-sdk/src/protocol";
-import { History } from "../../durable-objects/room/history";
-import { SocketState } from "../../durable-objects/room/socket-state";
+import { cutFrame, runOf, type Frame } from "../../durable-objects/room/frames";
+import { History, type HistoryRead } from "../../durable-objects/room/history";
+import { messageEvent } from "../../durable-objects/room/message";
+import { ACTIVITY_PERSIST_MS, SocketState } from "../../durable-objects/room/socket-state";
 import type { Env } from "../../worker/env";
 
 const bindings = env as unknown as Env;
@@ -76,100 +78,181 @@ describe("Room object", () => {
     const stub = bindings.ROOMS.get(bindings.ROOMS.idFromName("room-obj"));
     for (let i = 0; i < 5; i++) await stub.publish("room-obj", JSON.stringify({ i }));
     await until(() => a.events.filter((e) => e.type === "message").length === 5);
-    expect((a.events.filter((e) => e.type === "message") as MessageEvent[]).map((m) => m.seq)).toEqual([1, 2, 3, 4, 5]);
+    const live = a.events.filter((e) => e.type === "message") as MessageEvent[];
+    expect(live.map((m) => m.seq)).toEqual([1, 2, 3, 4, 5]);
+    expect(live.every((m) => Number.isInteger(m.tag) && m.tag >= 0 && m.tag <= 0xffffffff)).toBe(true);
 
     const b = await openSocket("room-obj", "?since=2");
-    await until(() => b.events.some((e) => e.type === "replayed"));
-    expect((b.events.filter((e) => e.type === "message") as MessageEvent[]).map((m) => m.seq)).toEqual([3, 4, 5]);
+    await until(() => b.events.filter((e) => e.type === "message").length === 3);
+    const resumed = b.events.filter((e) => e.type === "message") as MessageEvent[];
+    expect(resumed.map((m) => m.seq)).toEqual([3, 4, 5]);
+    // Catch-up sends what was stored: the same events, tags included.
+    expect(resumed).toEqual(live.slice(2));
     a.ws.close(1000);
     b.ws.close(1000);
   });
 
-  it("writes nothing for a room that is only looked at, and keeps the epoch it hands out", async () => {
+  it("creates no storage for a room that is only looked at, and keeps the epoch it hands out", async () => {
     const stub = bindings.ROOMS.get(bindings.ROOMS.idFromName("looked-at"));
     const stats = await stub.stats();
-    const stored = () =>
-      runInDurableObject(stub, (_i, state) => state.storage.sql.exec("SELECT count(*) AS n FROM meta WHERE key = 'epoch'").one().n);
-    expect(await stored()).toBe(0);
+    expect(stats).toMatchObject({ seq: 0, connections: 0, historyOldest: null });
+    const tables = () =>
+      runInDurableObject(stub, (_i, state) => state.storage.sql.exec("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table'").one().n);
+    expect(await tables()).toBe(0);
     const s = await openSocket("looked-at");
     await until(() => s.events.length === 1);
     expect(s.events[0]).toMatchObject({ type: "welcome", epoch: stats.epoch });
-    expect(await stored()).toBe(1);
+    const stored = await runInDurableObject(stub, (_i, state) =>
+      state.storage.sql.exec("SELECT value FROM meta WHERE key = 'epoch'").one().value,
+    );
+    expect(stored).toBe(stats.epoch);
     s.ws.close(1000);
   });
 
-  it("dedupes publishes by idempotency key", async () => {
+  it("dedupes publishes by idempotency key, also while the first is still pending", async () => {
     const stub = bindings.ROOMS.get(bindings.ROOMS.idFromName("idem"));
-    const first = await stub.publish("idem", '"x"', { idempotencyKey: "k1" });
+    const [first, racing] = await Promise.all([
+      stub.publish("idem", '"x"', { idempotencyKey: "k1" }),
+      stub.publish("idem", '"x"', { idempotencyKey: "k1" }),
+    ]);
     const again = await stub.publish("idem", '"x"', { idempotencyKey: "k1" });
     expect(first).toMatchObject({ seq: 1, duplicate: false });
+    expect(racing).toMatchObject({ seq: 1, duplicate: true });
     expect(again).toMatchObject({ seq: 1, duplicate: true });
     expect((await stub.stats()).seq).toBe(1);
   });
+});
 
-  it("keeps history bounded by count and age, with one row per slot, and keeps seq across reopen", async () => {
-    const stub = bindings.ROOMS.get(bindings.ROOMS.idFromName("history-bounds"));
+/** A frame of `count` messages from `first` on, as the flush stores it. */
+function storedFrame(first: number, count: number, ts: number): { frame: Frame; lengths: number[] } {
+  const runs = Array.from({ length: count }, (_, i) => runOf(messageEvent(first + i, JSON.stringify({ n: first + i }), ts, first + i)));
+  const { frame } = cutFrame(runs, 0, { maxBytes: 1 << 20, maxEvents: 1000 });
+  return { frame, lengths: runs.map((r) => r.text.length) };
+}
+
+function seqsOf(read: HistoryRead): number[] {
+  const seqs: number[] = [];
+  for (const run of read.runs) for (let s = run.firstSeq; s <= run.lastSeq; s++) seqs.push(s);
+  return seqs;
+}
+
+describe("History", () => {
+  it("stores one row per frame, reads whole rows from any seq, and keeps seq and epoch across reopen", async () => {
+    const stub = bindings.ROOMS.get(bindings.ROOMS.idFromName("history-rows"));
     await runInDurableObject(stub, (_instance, state) => {
-      const history = new History(state.storage.sql, { maxMessages: 10, maxAgeMs: 60_000 });
+      const history = new History(state.storage, { maxMessages: 10, maxAgeMs: 60_000 });
       const now = Date.now();
-      for (let i = 0; i < 200; i++) history.append(JSON.stringify(i), now);
-      expect(history.seq).toBe(200);
-      expect(history.oldest(now)).toBe(191);
-      expect(history.range(1, 200, 1000, now).map((m) => m.seq)).toEqual([191, 192, 193, 194, 195, 196, 197, 198, 199, 200]);
-      // A range that wraps around the ring comes back in seq order.
-      expect(history.range(194, 197, 1000, now).map((m) => m.seq)).toEqual([194, 195, 196, 197]);
-      expect(history.range(199, 500, 1, now).map((m) => m.seq)).toEqual([199]);
-      // The ring holds exactly `maxMessages` rows: a publish is one row write, never a delete.
-      const rows = state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM history").one().n;
-      expect(rows).toBe(10);
-      // Age: past the cutoff, older messages are no longer served.
-      const later = now + 120_000;
-      history.append('"late"', later);
-      expect(history.oldest(later)).toBe(201);
-      expect(history.range(1, 201, 1000, later).map((m) => m.seq)).toEqual([201]);
-      // A new History over the same storage continues the seq and the epoch.
-      const reopened = new History(state.storage.sql, { maxMessages: 10, maxAgeMs: 60_000 });
-      expect(reopened.seq).toBe(201);
+      // Frames of 1, 3, 1 and 2 messages: seqs 1 | 2-4 | 5 | 6-7.
+      history.append([storedFrame(1, 1, now), storedFrame(2, 3, now), storedFrame(5, 1, now)], [], now);
+      history.append([storedFrame(6, 2, now)], [], now);
+      expect(history.seq).toBe(7);
+      const all = history.read(1, Number.POSITIVE_INFINITY);
+      expect(seqsOf(all)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+      expect(all.rowsRead).toBe(4);
+      expect(all.lost).toBeNull();
+      // A read that starts inside a row gets the rest of that row, tags intact.
+      const mid = history.read(3, Number.POSITIVE_INFINITY);
+      expect(seqsOf(mid)).toEqual([3, 4, 5, 6, 7]);
+      const text = mid.runs[0]?.text ?? "";
+      expect(JSON.parse(`[${text}]`).map((e: MessageEvent) => [e.seq, e.tag])).toEqual([[3, 3], [4, 4]]);
+      // A budget stops after the row that reaches it; the hint continues exactly there.
+      const first = history.read(1, 1);
+      expect(seqsOf(first)).toEqual([1]);
+      const next = history.read(first.nextSeq, 1, first.nextRow);
+      expect(seqsOf(next)).toEqual([2, 3, 4]);
+      expect(next.rowsRead).toBe(1);
+      // Reopening finds the newest row without scanning, and continues seq and epoch.
+      const reopened = new History(state.storage, { maxMessages: 10, maxAgeMs: 60_000 });
+      expect(reopened.seq).toBe(7);
       expect(reopened.epoch).toBe(history.epoch);
+      expect(seqsOf(reopened.read(3, Number.POSITIVE_INFINITY))).toEqual([3, 4, 5, 6, 7]);
+    });
+  });
+
+  it("serves the last HISTORY_MAX_MESSAGES messages, reports what is gone as lost, and finds the newest row after wrapping", async () => {
+    const stub = bindings.ROOMS.get(bindings.ROOMS.idFromName("history-ring"));
+    await runInDurableObject(stub, (_instance, state) => {
+      const history = new History(state.storage, { maxMessages: 10, maxAgeMs: 60_000 });
+      const now = Date.now();
+      for (let seq = 1; seq <= 203; seq++) history.append([storedFrame(seq, 1, now)], [], now);
+      // The ring holds exactly ten rows: a publish is one row write, never a delete.
+      expect(state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM log").one().n).toBe(10);
+      expect(history.oldest(now)).toBe(194);
+      const read = history.read(150, Number.POSITIVE_INFINITY);
+      expect(read.lost).toEqual({ from: 150, to: 193 });
+      expect(seqsOf(read)).toEqual([194, 195, 196, 197, 198, 199, 200, 201, 202, 203]);
+      const reopened = new History(state.storage, { maxMessages: 10, maxAgeMs: 60_000 });
+      expect(reopened.seq).toBe(203);
+      expect(seqsOf(reopened.read(199, Number.POSITIVE_INFINITY))).toEqual([199, 200, 201, 202, 203]);
+      // Age: past the cutoff older rows are no longer served.
+      const later = now + 120_000;
+      reopened.append([storedFrame(204, 2, later)], [], later);
+      expect(reopened.oldest(later)).toBe(204);
+      const aged = reopened.read(200, Number.POSITIVE_INFINITY, 0, later);
+      expect(aged.lost).toEqual({ from: 200, to: 203 });
+      expect(seqsOf(aged)).toEqual([204, 205]);
+    });
+  });
+
+  it("changes nothing when a write fails", async () => {
+    const stub = bindings.ROOMS.get(bindings.ROOMS.idFromName("history-failure"));
+    await runInDurableObject(stub, (_instance, state) => {
+      const history = new History(state.storage, { maxMessages: 10, maxAgeMs: 60_000 });
+      const now = Date.now();
+      history.append([storedFrame(1, 2, now)], [], now);
+      const broken = storedFrame(3, 1, now);
+      // A frame whose text is not a string makes the insert throw inside the transaction.
+      const bad = { frame: { ...broken.frame, inner: undefined as unknown as string }, lengths: broken.lengths };
+      expect(() => history.append([storedFrame(3, 1, now), bad], [{ key: "k", seq: 3 }], now)).toThrow();
+      expect(history.seq).toBe(2);
+      expect(history.seenKey("k")).toBeNull();
+      expect(state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM log").one().n).toBe(1);
+      expect(seqsOf(history.read(1, Number.POSITIVE_INFINITY))).toEqual([1, 2]);
     });
   });
 });
 
-describe("SocketState window", () => {
-  const policy = { windowBytes: 1000, dropsBeforeClose: 3, graceMs: 10_000 };
+describe("SocketState", () => {
   const attachment = { id: "s", connectedAt: 0, canPublish: true, expiresAt: null };
+  const frame = (lastSeq: number, bytes: number) => ({ lastSeq, bytes, lastTag: lastSeq * 7 });
 
-  it("sends within the window, drops over it, and kicks after the streak", () => {
+  it("sends while the window is not full, so a socket holds at most a window plus one frame", () => {
     const s = new SocketState(attachment, 0);
-    expect(s.admit(600, 1, 1, 0, policy)).toBe("send");
-    s.sent(600, 1);
-    expect(s.admit(300, 2, 1, 0, policy)).toBe("send");
-    s.sent(300, 2);
-    expect(s.inFlight).toBe(900);
-    expect(s.admit(200, 3, 1, 0, policy)).toBe("drop");
-    expect(s.admit(200, 5, 2, 0, policy)).toBe("drop");
-    expect(s.admit(200, 6, 1, 0, policy)).toBe("kick");
-    expect(s.dropped).toBe(4);
-    expect(s.takeDropped()).toEqual({ from: 3, to: 6 });
-    expect(s.takeDropped()).toBeNull();
+    expect(s.hasRoom(1000)).toBe(true);
+    s.sent(frame(1, 600));
+    expect(s.hasRoom(1000)).toBe(true);
+    s.sent(frame(2, 600));
+    expect(s.inFlight).toBe(1200);
+    expect(s.hasRoom(1000)).toBe(false);
+    expect(s.sentSeq).toBe(2);
+    // No window: always room.
+    expect(s.hasRoom(0)).toBe(true);
   });
 
-  it("releases acknowledged bytes, and lets a lone oversized frame through to an idle socket", () => {
+  it("releases on an ack that names the last message of a frame with its tag, and nothing else", () => {
     const s = new SocketState(attachment, 0);
-    s.sent(400, 1);
-    s.sent(400, 2);
-    s.ack(1);
+    s.sent(frame(3, 400));
+    s.sent(frame(5, 400));
+    s.sent(frame(9, 400));
+    expect(s.ack(5, 999)).toBe("forged");
+    expect(s.ack(10, 70)).toBe("forged");
+    expect(s.inFlight).toBe(1200);
+    expect(s.ack(4, 28)).toBe("stale"); // inside a frame: not a receipt of its last message
+    expect(s.ack(5, 35)).toBe("released");
     expect(s.inFlight).toBe(400);
-    s.ack(2);
+    expect(s.ack(5, 35)).toBe("stale");
+    expect(s.ack(3, 21)).toBe("stale");
+    expect(s.ack(9, 63)).toBe("released");
     expect(s.inFlight).toBe(0);
-    expect(s.admit(5000, 3, 1, 0, policy)).toBe("send");
   });
 
-  it("kicks on time over the window even before the drop streak", () => {
+  it("stays O(1) amortized over many frames", () => {
     const s = new SocketState(attachment, 0);
-    s.sent(1000, 1);
-    expect(s.admit(10, 2, 1, 0, { ...policy, dropsBeforeClose: 100 })).toBe("drop");
-    expect(s.admit(10, 3, 1, 10_000, { ...policy, dropsBeforeClose: 100 })).toBe("kick");
+    for (let seq = 1; seq <= 10_000; seq++) {
+      s.sent(frame(seq, 10));
+      if (seq % 3 === 0) expect(s.ack(seq, seq * 7)).toBe("released");
+    }
+    expect(s.inFlight).toBe(10);
   });
 
   it("rate-limits client frames with a token bucket", () => {
@@ -178,5 +261,13 @@ describe("SocketState window", () => {
     expect([0, 0, 0, 0].map(() => s.takeFrameToken(0, rate))).toEqual([true, true, true, false]);
     expect(s.takeFrameToken(100, rate)).toBe(true);
     expect(s.takeFrameToken(100, rate)).toBe(false);
+  });
+
+  it("starts from the activity its attachment remembers, not from when the room woke", () => {
+    const s = new SocketState({ ...attachment, connectedAt: 1000, activeAt: 5000 }, 0);
+    expect(s.lastActivity).toBe(5000);
+    expect(new SocketState({ ...attachment, connectedAt: 1000 }, 0).lastActivity).toBe(1000);
+    expect(s.touch(6000)).toBe(false);
+    expect(s.touch(5000 + ACTIVITY_PERSIST_MS)).toBe(true);
   });
 });

@@ -6,6 +6,7 @@ import {
   roomSocketPath,
   shouldReconnect,
   type AckFrame,
+  type MessageEvent,
 } from "../../../client-sdk/src/protocol";
 import { Histogram } from "../stats/histogram";
 import { ClientLedger } from "../stats/ledger";
@@ -61,6 +62,8 @@ export class LoadClient {
   private connecting = false;
   private window = 0;
   private unackedBytes = 0;
+  /** The last message received and not yet acknowledged. */
+  private toAck: MessageEvent | null = null;
   private lastSentAt = 0;
   private stalled = false;
   private stopped = false;
@@ -196,6 +199,8 @@ export class LoadClient {
       switch (event.type) {
         case "message": {
           s.events++;
+          // An ack names the last message of a frame, with its tag (proof it was read).
+          this.toAck = event;
           const receipt = this.ledger.record(event.seq, event.ts, now, s.latency[this.group]);
           if (receipt === "in-time") {
             const sentAt = publisherSendTime(event.data);
@@ -207,6 +212,7 @@ export class LoadClient {
           this.ledger.welcome(event.epoch, event.seq);
           this.window = event.window;
           this.unackedBytes = 0;
+          this.toAck = null;
           this.everWelcomed = true;
           s.welcomes++;
           welcomed = true;
@@ -232,10 +238,11 @@ export class LoadClient {
   }
 
   private ack(): void {
-    const seq = this.ledger.highestSeq;
-    if (seq < 0 || !this.isOpen) return;
-    const frame: AckFrame = { type: "ack", seq };
+    const last = this.toAck;
+    if (last === null || !this.isOpen) return;
+    const frame: AckFrame = { type: "ack", seq: last.seq, tag: last.tag };
     this.ws?.send(JSON.stringify(frame));
+    this.toAck = null;
     this.unackedBytes = 0;
     this.lastSentAt = Date.now();
   }

@@ -87,13 +87,15 @@ export const slowScenario: Scenario = async (ctx) => {
     records.reduce<Record<string, number>>((acc, r) => ((acc[r.code] = (acc[r.code] ?? 0) + 1), acc), {});
   const closeTimes = slowCloses.map((r) => (r.at - stallAt) / 1000).sort((a, b) => a - b);
 
-  // Server-side view: the first time the room stats counted a kick or a drop.
+  // Server-side view: the first time the room stats counted a kick, and how many sockets were behind.
   const firstWith = (field: string): number | undefined => statsTimeline.find((row) => (sumField(row.rows, field) ?? 0) > 0)?.t;
   const firstKick = firstWith("kicks");
   if (firstKick !== undefined) s.slowClosedAfterS = firstKick / 1000;
   const lastRows = statsTimeline[statsTimeline.length - 1]?.rows ?? [];
-  const drops = sumField(lastRows, "drops");
-  if (drops !== undefined) s.serverDrops = drops;
+  const behind = statsTimeline.map((row) => sumField(row.rows, "behind") ?? 0);
+  if (behind.length) s.serverBehindPeak = Math.max(...behind);
+  const catchUp = sumField(lastRows, "catchUpFrames");
+  if (catchUp !== undefined) s.serverCatchUpFrames = catchUp;
   const buffered = statsTimeline.map((row) => sumField(row.rows, "bufferedBytes") ?? 0);
   if (buffered.some((b) => b > 0)) s.serverBufferedPeakBytes = Math.max(...buffered);
 
@@ -111,7 +113,7 @@ export const slowScenario: Scenario = async (ctx) => {
   ctx.details.fastCloses = byCode(fastCloses);
   ctx.details.roomStatsTimeline = statsTimeline.map((row) => ({
     t: row.t,
-    drops: sumField(row.rows, "drops"),
+    behind: sumField(row.rows, "behind"),
     kicks: sumField(row.rows, "kicks"),
     bufferedBytes: sumField(row.rows, "bufferedBytes"),
     connections: sumField(row.rows, "connections"),

@@ -1,4 +1,4 @@
-import { DEFAULTS } from "../../../client-sdk/src/protocol";
+import { DEFAULTS } from "../../../durable-objects/config";
 import {
   caughtUp,
   openScenarioSockets,

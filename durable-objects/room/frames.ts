@@ -1,0 +1,63 @@
+import type { Message } from "./message";
+
+/**
+ * A run of consecutive messages whose event texts are joined by commas: one
+ * message (the live path), or one stored row of history (catch-up). Frames
+ * are cut from runs, so history rows are sent without being split apart.
+ */
+export interface Run {
+  /** The events, comma-separated (a lone event is just its text). */
+  text: string;
+  bytes: number;
+  count: number;
+  firstSeq: number;
+  lastSeq: number;
+  /** Tag of the last message: an ack naming `lastSeq` must carry it. */
+  lastTag: number;
+}
+
+/** One frame as it goes on the wire: a lone event, or a JSON array of events. */
+export interface Frame extends Run {
+  /** The events without the array brackets: what a history row stores. */
+  inner: string;
+}
+
+export interface BatchLimits {
+  maxBytes: number;
+  maxEvents: number;
+}
+
+/** A message is a run of one. */
+export function runOf(message: Message): Run {
+  return { text: message.event, bytes: message.bytes, count: 1, firstSeq: message.seq, lastSeq: message.seq, lastTag: message.tag };
+}
+
+/**
+ * Cuts the next frame from `runs`, starting at `start`: runs are added while
+ * the frame stays within the batch limits, and the first is always taken (a
+ * run larger than the limits goes alone). Live fan-out and catch-up from
+ * history both cut their frames here, so a socket gets the same shapes
+ * whichever path served it.
+ */
+export function cutFrame(runs: readonly Run[], start: number, limits: BatchLimits): { frame: Frame; end: number } {
+  const head = runs[start] as Run;
+  let end = start + 1;
+  let bytes = head.bytes;
+  let count = head.count;
+  while (end < runs.length) {
+    const next = runs[end] as Run;
+    if (count + next.count > limits.maxEvents || bytes + next.bytes + 1 + 2 > limits.maxBytes) break;
+    bytes += next.bytes + 1;
+    count += next.count;
+    end += 1;
+  }
+  const last = runs[end - 1] as Run;
+  if (end === start + 1 && head.count === 1) {
+    return { frame: { ...head, inner: head.text }, end };
+  }
+  const inner = end === start + 1 ? head.text : runs.slice(start, end).map((r) => r.text).join(",");
+  return {
+    frame: { text: `[${inner}]`, inner, bytes: bytes + 2, count, firstSeq: head.firstSeq, lastSeq: last.lastSeq, lastTag: last.lastTag },
+    end,
+  };
+}

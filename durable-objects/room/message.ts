@@ -1,0 +1,51 @@
+import { utf8Length } from "./utf8";
+
+/**
+ * One message as the room handles it: its serialized `message` event (the
+ * exact text sent on the wire and kept in history, so it is serialized once
+ * and never again) with the facts the fan-out needs beside it.
+ */
+export interface Message {
+  seq: number;
+  /** The receipt tag inside `event`; an ack must echo it. */
+  tag: number;
+  /** The serialized MessageEvent. */
+  event: string;
+  /** UTF-8 length of `event`: what it costs a socket's window. */
+  bytes: number;
+}
+
+/**
+ * Builds a message event around data that is already JSON text. The tag is
+ * written last so it can be read back from stored text without parsing it.
+ */
+export function messageEvent(seq: number, dataJson: string, ts: number, tag: number): Message {
+  const event = `{"type":"message","seq":${seq},"data":${dataJson},"ts":${ts},"tag":${tag}}`;
+  return { seq, tag, event, bytes: utf8Length(event) };
+}
+
+/** The tag of a stored event built by `messageEvent`. */
+export function tagOf(event: string): number {
+  return Number(event.slice(event.lastIndexOf(":") + 1, -1));
+}
+
+const POOL_SIZE = 1024;
+
+/**
+ * Unpredictable 32-bit tags. A tag is what makes an ack a proof of receipt,
+ * so it comes from the platform's CSPRNG (Math.random's state can be
+ * recovered from its outputs); drawing them in blocks keeps that to one call
+ * per thousand messages.
+ */
+export class TagSource {
+  readonly #pool = new Uint32Array(POOL_SIZE);
+  #next = POOL_SIZE;
+
+  next(): number {
+    if (this.#next === POOL_SIZE) {
+      crypto.getRandomValues(this.#pool);
+      this.#next = 0;
+    }
+    return this.#pool[this.#next++] as number;
+  }
+}

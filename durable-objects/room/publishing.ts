@@ -1,0 +1,164 @@
+import type { Limits } from "../config";
+import { logEvent } from "../log";
+import type { RoomCounters } from "./counters";
+import type { Delivery } from "./delivery";
+import { cutFrame, runOf, type Frame, type Run } from "./frames";
+import type { History } from "./history";
+import { messageEvent, TagSource, type Message } from "./message";
+
+export interface PublishResult {
+  seq: number;
+  /** Sockets the message was sent to live (sockets catching up get it from history). */
+  recipients: number;
+  /** True when the idempotency key was already published; nothing was sent again. */
+  duplicate: boolean;
+}
+
+export interface PublishOptions {
+  idempotencyKey?: string;
+}
+
+interface Pending {
+  message: Message;
+  key: string | undefined;
+  recipients: number;
+}
+
+interface Flush {
+  promise: Promise<void>;
+  resolve: () => void;
+  reject: (error: unknown) => void;
+}
+
+/**
+ * The publish path: assigns `seq`, coalesces what arrives while a flush is
+ * due into frames, stores each frame as one history row, then hands the
+ * frames to the delivery engine.
+ *
+ * A publish is answered after its flush, so after its row is written (and the
+ * runtime's output gate holds the answer, and the frames, until the write is
+ * durable). The rows of one flush are written in one transaction: a failing
+ * write fails every publish of that flush, sends nothing, and hands their
+ * seqs out again.
+ */
+export class Publishing {
+  readonly #history: History;
+  readonly #delivery: Delivery;
+  readonly #counters: RoomCounters;
+  readonly #limits: Limits;
+  readonly #afterFlush: (now: number) => void;
+  readonly #tags = new TagSource();
+  /** Highest seq handed out; ahead of the stored seq by what is pending. */
+  #assigned: number;
+  #pending: Pending[] = [];
+  /** Idempotency keys of pending publishes, so a retry arriving before the flush is recognised too. */
+  #pendingKeys = new Map<string, number>();
+  #flush: Flush | null = null;
+
+  constructor(
+    history: History,
+    delivery: Delivery,
+    counters: RoomCounters,
+    limits: Limits,
+    afterFlush: (now: number) => void,
+  ) {
+    this.#history = history;
+    this.#delivery = delivery;
+    this.#counters = counters;
+    this.#limits = limits;
+    this.#afterFlush = afterFlush;
+    this.#assigned = history.seq;
+  }
+
+  /** Forgets assigned seqs after the history was reset (the room gave its storage back). */
+  reset(): void {
+    this.#assigned = this.#history.seq;
+  }
+
+  /**
+   * Publishes one message. `dataJson` is the message's data as JSON text,
+   * already validated (and size-checked) by the caller; it is embedded in the
+   * event as is.
+   */
+  async publish(dataJson: string, options: PublishOptions = {}): Promise<PublishResult> {
+    const key = options.idempotencyKey;
+    if (key !== undefined) {
+      const seen = this.#pendingKeys.get(key) ?? this.#history.seenKey(key);
+      if (seen !== null) return { seq: seen, recipients: 0, duplicate: true };
+    }
+    const seq = ++this.#assigned;
+    const pending: Pending = { message: messageEvent(seq, dataJson, Date.now(), this.#tags.next()), key, recipients: 0 };
+    this.#pending.push(pending);
+    if (key !== undefined) this.#pendingKeys.set(key, seq);
+    await this.#scheduleFlush();
+    return { seq, recipients: pending.recipients, duplicate: false };
+  }
+
+  /**
+   * Flushes on the next turn of the event loop (or after FLUSH_DELAY_MS), so
+   * that publishes arriving while a fan-out runs are coalesced into the next
+   * frame instead of each paying a frame per socket. An idle room flushes a
+   * lone message at once: nothing else is queued ahead of the timer.
+   */
+  #scheduleFlush(): Promise<void> {
+    if (this.#flush) return this.#flush.promise;
+    let resolve!: () => void;
+    let reject!: (error: unknown) => void;
+    const promise = new Promise<void>((res, rej) => {
+      resolve = res;
+      reject = rej;
+    });
+    const flush: Flush = { promise, resolve, reject };
+    this.#flush = flush;
+    setTimeout(() => {
+      this.#flush = null;
+      try {
+        this.#flushPending();
+        flush.resolve();
+      } catch (error) {
+        // Every publish waiting on this flush gets the error: none is left hanging.
+        logEvent("error", { where: "flush", error: String(error) });
+        flush.reject(error);
+      }
+    }, this.#limits.FLUSH_DELAY_MS);
+    return promise;
+  }
+
+  #flushPending(): void {
+    const pending = this.#pending;
+    this.#pending = [];
+    this.#pendingKeys.clear();
+    if (pending.length === 0) return;
+    const now = Date.now();
+    const runs: Run[] = pending.map((p) => runOf(p.message));
+    const batch = { maxBytes: this.#limits.BATCH_MAX_BYTES, maxEvents: this.#limits.BATCH_MAX_EVENTS };
+    const frames: { frame: Frame; start: number; end: number; row: number }[] = [];
+    for (let start = 0; start < runs.length; ) {
+      const { frame, end } = cutFrame(runs, start, batch);
+      frames.push({ frame, start, end, row: 0 });
+      start = end;
+    }
+    const keys = pending.flatMap((p) => (p.key === undefined ? [] : [{ key: p.key, seq: p.message.seq }]));
+    let rows: number[];
+    try {
+      rows = this.#history.append(
+        frames.map((f) => ({ frame: f.frame, lengths: runs.slice(f.start, f.end).map((r) => r.text.length) })),
+        keys,
+        now,
+      );
+    } catch (error) {
+      this.#assigned = this.#history.seq;
+      throw error;
+    }
+    frames.forEach((f, i) => (f.row = rows[i] as number));
+    const counters = this.#counters.values;
+    counters.published += pending.length;
+    counters.historyRowsWritten += frames.length;
+    for (const entry of frames) {
+      const sentTo = this.#delivery.fanOut(entry.frame, entry.row, now);
+      for (let i = entry.start; i < entry.end; i++) (pending[i] as Pending).recipients = sentTo;
+    }
+    this.#afterFlush(now);
+    this.#counters.changed();
+  }
+}
