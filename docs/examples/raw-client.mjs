@@ -1,7 +1,7 @@
 // A complete client of the wire protocol in plain JavaScript (browsers; Node with the `ws`
 // package): every message once, in order, across disconnects. It follows three rules:
 // 1. send "ping" every 25 s;
-// 2. ack the last message received ({"type":"ack","seq","tag"}) within 50 ms of a frame;
+// 2. ack the last message received ({"type":"ack","seq","tag"}) per half window, or 50 ms after a frame;
 // 3. after a close whose code says "reconnect", reconnect with ?since=<last seq>&epoch=<epoch>.
 const STOP = new Set([1000, 1009, 4000, 4001, 4003]); // the close codes that mean "do not reconnect"
 
@@ -11,8 +11,13 @@ export function followRoom(roomUrl, onMessage, { WebSocket = globalThis.WebSocke
     const url = new URL(roomUrl);
     if (since !== null) { url.searchParams.set("since", since); url.searchParams.set("epoch", epoch); }
     socket = new WebSocket(url);
-    let welcome = null, last = null, ackTimer = null;
+    let welcome = null, last = null, unacked = 0, ackTimer = null;
     const pinger = setInterval(() => socket.send("ping"), 25_000); // rule 1
+    const ack = () => { // rule 2
+      clearTimeout(ackTimer), (ackTimer = null), (unacked = 0);
+      if (last) socket.send(JSON.stringify({ type: "ack", seq: last.seq, tag: last.tag }));
+      last = null;
+    };
     socket.onmessage = ({ data }) => {
       if (data === "pong") return;
       for (const event of [].concat(JSON.parse(data))) {
@@ -20,11 +25,8 @@ export function followRoom(roomUrl, onMessage, { WebSocket = globalThis.WebSocke
         if (event.type === "lost") { since = event.to; if (event.reason === "epoch") epoch = welcome.epoch; onLost(event); }
         if (event.type === "message") { since = event.seq; last = event; onMessage(event); }
       }
-      ackTimer ??= setTimeout(() => { // rule 2
-        ackTimer = null;
-        if (last) socket.send(JSON.stringify({ type: "ack", seq: last.seq, tag: last.tag }));
-        last = null;
-      }, 50);
+      unacked += data.length;
+      if (unacked * 2 >= welcome.window) ack(); else ackTimer ??= setTimeout(ack, 50);
     };
     socket.onerror = () => {}; // a close always follows
     socket.onclose = ({ code }) => {
