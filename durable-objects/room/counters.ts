@@ -4,6 +4,8 @@ import type { History } from "./history";
 
 /** How often counters are written at most: one row write per interval per active room. */
 const PERSIST_INTERVAL_MS = 5000;
+/** How long after the interval the tail is written when nothing else wrote it. */
+const TAIL_SLACK_MS = 2000;
 const META_KEY = "counters";
 
 export function zeroCounters(): RoomCounterValues {
@@ -110,18 +112,23 @@ export class RoomCounters {
     this.changed();
   }
 
-  /** Call after any change; persists now or schedules it. */
+  /**
+   * Call after any change. Persists now when the interval has passed (inside
+   * the caller's event, so in the same commit as whatever it wrote);
+   * otherwise a timer writes the tail a little after the interval, unless a
+   * later change in a busy room has written it first. A timer firing right at
+   * the interval would cost a busy room a commit of its own every interval.
+   */
   changed(): void {
-    if (this.#timer) return;
     const wait = this.#lastPersist + PERSIST_INTERVAL_MS - Date.now();
     if (wait <= 0) {
-      this.#persist();
+      this.persistNow();
       return;
     }
-    this.#timer = setTimeout(() => {
+    this.#timer ??= setTimeout(() => {
       this.#timer = null;
       this.#persist();
-    }, wait);
+    }, wait + TAIL_SLACK_MS);
   }
 
   /** Writes now (before a planned shutdown). */

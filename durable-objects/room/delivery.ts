@@ -152,7 +152,7 @@ export class Delivery {
     const windowBytes = this.#options.windowBytes;
     while (state.sentSeq < this.#flushedSeq && state.hasRoom(windowBytes)) {
       const budget = windowBytes === 0 ? Number.POSITIVE_INFINITY : windowBytes - state.inFlight;
-      const read = this.#history.read(state.sentSeq + 1, budget, state.nextRow, now);
+      const read = this.#history.read(state.sentSeq + 1, budget, this.#options.batch, state.nextRow, now);
       this.#counters.values.historyRowsRead += read.rowsRead;
       if (read.lost) {
         const lost: LostEvent = { type: "lost", reason: "history", from: read.lost.from, to: Math.min(read.lost.to, this.#flushedSeq) };

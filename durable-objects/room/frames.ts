@@ -2,8 +2,8 @@ import type { Message } from "./message";
 
 /**
  * A run of consecutive messages whose event texts are joined by commas: one
- * message (the live path), or one stored row of history (catch-up). Frames
- * are cut from runs, so history rows are sent without being split apart.
+ * message (the live path), or a stored row of history, or a frame-sized piece
+ * of one (catch-up). Frames are cut from runs, so stored text is sent as it is.
  */
 export interface Run {
   /** The events, comma-separated (a lone event is just its text). */
@@ -16,11 +16,8 @@ export interface Run {
   lastTag: number;
 }
 
-/** One frame as it goes on the wire: a lone event, or a JSON array of events. */
-export interface Frame extends Run {
-  /** The events without the array brackets: what a history row stores. */
-  inner: string;
-}
+/** One frame as it goes on the wire: a lone event, or a JSON array of events (`text`). */
+export type Frame = Run;
 
 export interface BatchLimits {
   maxBytes: number;
@@ -52,12 +49,10 @@ export function cutFrame(runs: readonly Run[], start: number, limits: BatchLimit
     end += 1;
   }
   const last = runs[end - 1] as Run;
-  if (end === start + 1 && head.count === 1) {
-    return { frame: { ...head, inner: head.text }, end };
-  }
+  if (end === start + 1 && head.count === 1) return { frame: head, end };
   const inner = end === start + 1 ? head.text : runs.slice(start, end).map((r) => r.text).join(",");
   return {
-    frame: { text: `[${inner}]`, inner, bytes: bytes + 2, count, firstSeq: head.firstSeq, lastSeq: last.lastSeq, lastTag: last.lastTag },
+    frame: { text: `[${inner}]`, bytes: bytes + 2, count, firstSeq: head.firstSeq, lastSeq: last.lastSeq, lastTag: last.lastTag },
     end,
   };
 }

@@ -1,19 +1,20 @@
-import type { Frame, Run } from "./frames";
-import { tagOf } from "./message";
-import { utf8Length } from "./utf8";
+import type { BatchLimits, Run } from "./frames";
+import { tagOf, type Message } from "./message";
 
 /**
  * A room's message log in the object's SQLite storage: the source of the
  * stored `seq`, the room's `epoch`, and the bounded history that resume and
  * catch-up read.
  *
- * Each row holds the messages of one live frame, so a flush that coalesced
- * several messages costs one row write, and catch-up sends rows back as they
- * were sent live. Rows sit in a ring of HISTORY_MAX_MESSAGES slots (slot =
- * row number mod size): a write replaces the row that many rows older, so
+ * Each row holds the messages of one flush (up to ROW_MAX_BYTES), so rows
+ * written fall with coalescing: a flush of 4 messages costs one row write,
+ * not four. Rows sit in a ring of HISTORY_MAX_MESSAGES slots (slot = row
+ * number mod size): a write replaces the row that many rows older, so
  * nothing is ever deleted (rows written are what a busy room pays for). A
  * row holds at least one message, so the ring always covers the last
  * HISTORY_MAX_MESSAGES messages; older rows still in the ring are not served.
+ * A row small enough for one frame is sent back whole; a larger one is cut
+ * into frame-sized pieces using the message sizes stored beside it.
  *
  * Rows are read by slot, one point read per row: catch-up reads exactly the
  * rows it sends. Finding the row that holds an arbitrary seq is a binary
@@ -49,10 +50,21 @@ interface RowMeta {
 }
 
 interface RowData extends RowMeta {
+  /** UTF-8 bytes of `events`. */
   bytes: number;
+  /** JS string length and UTF-8 size of each event, comma-separated ("" for a single message). */
   lengths: string;
+  sizes: string;
+  /** The messages' events, comma-separated. */
   events: string;
 }
+
+/**
+ * Largest row: a flush bigger than this is stored as several rows. Well under
+ * the platform's 2 MB per row, and small enough that a catch-up read of a row
+ * it only partly sends stays cheap.
+ */
+export const ROW_MAX_BYTES = 256 * 1024;
 
 /** Idempotency keys are pruned at most this often (each delete is a billed row write). */
 const KEY_PRUNE_INTERVAL_MS = 60_000;
@@ -152,56 +164,78 @@ export class History {
   }
 
   /**
-   * Stores frames as rows (one each), and idempotency keys beside them, in one
-   * transaction; returns the rows' numbers. `lengths` are the JS string
-   * lengths of a frame's events, so a row can be cut where a resume starts
-   * inside it. Nothing changes, in storage or here, when a write throws.
+   * Stores one flush's messages (consecutive seqs) as one row, or several
+   * when they exceed ROW_MAX_BYTES, and idempotency keys beside them, in one
+   * transaction. Returns the rows written, oldest first. Nothing changes, in
+   * storage or here, when a write throws.
    */
-  append(frames: readonly { frame: Frame; lengths: readonly number[] }[], keys: readonly { key: string; seq: number }[], ts: number): number[] {
-    const first = this.#latestRow + 1;
+  append(messages: readonly Message[], keys: readonly { key: string; seq: number }[], ts: number): { row: number; first: number; last: number }[] {
+    const records: RowData[] = [];
+    for (let start = 0; start < messages.length; ) {
+      let end = start + 1;
+      let bytes = (messages[start] as Message).bytes;
+      while (end < messages.length && bytes + (messages[end] as Message).bytes + 1 <= ROW_MAX_BYTES) {
+        bytes += (messages[end] as Message).bytes + 1;
+        end += 1;
+      }
+      const group = messages.slice(start, end);
+      const single = group.length === 1;
+      records.push({
+        row: this.#latestRow + records.length + 1,
+        first: (group[0] as Message).seq,
+        last: (group[group.length - 1] as Message).seq,
+        ts,
+        bytes,
+        lengths: single ? "" : group.map((m) => m.event.length).join(","),
+        sizes: single ? "" : group.map((m) => m.bytes).join(","),
+        events: single ? (group[0] as Message).event : group.map((m) => m.event).join(","),
+      });
+      start = end;
+    }
     this.#transaction(() => {
       this.#ensureTables();
-      frames.forEach(({ frame, lengths }, i) => {
-        const row = first + i;
+      for (const r of records) {
         this.#sql.exec(
-          `INSERT INTO log (slot, row, first, last, ts, bytes, lengths, events) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+          `INSERT INTO log (slot, row, first, last, ts, bytes, lengths, sizes, events) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
            ON CONFLICT (slot) DO UPDATE SET row = excluded.row, first = excluded.first, last = excluded.last, ts = excluded.ts,
-             bytes = excluded.bytes, lengths = excluded.lengths, events = excluded.events`,
-          row % this.#size,
-          row,
-          frame.firstSeq,
-          frame.lastSeq,
-          ts,
-          frame.bytes - (frame.count > 1 ? 2 : 0),
-          frame.count > 1 ? lengths.join(",") : "",
-          frame.inner,
+             bytes = excluded.bytes, lengths = excluded.lengths, sizes = excluded.sizes, events = excluded.events`,
+          r.row % this.#size,
+          r.row,
+          r.first,
+          r.last,
+          r.ts,
+          r.bytes,
+          r.lengths,
+          r.sizes,
+          r.events,
         );
-      });
+      }
       for (const { key, seq } of keys) this.#rememberKey(key, seq, ts);
       if (!this.#epochStored) this.#setMeta("epoch", this.#epoch);
     });
     this.#epochStored = true;
-    const rows = frames.map((_, i) => first + i);
-    if (frames.length === 0) return rows;
-    this.#latestRow = first + frames.length - 1;
-    this.#seq = (frames[frames.length - 1] as { frame: Frame }).frame.lastSeq;
+    const newest = records[records.length - 1];
+    if (newest === undefined) return [];
+    this.#latestRow = newest.row;
+    this.#seq = newest.last;
     this.#latestTs = ts;
-    for (const { frame } of frames) this.#firsts.push(frame.firstSeq);
+    for (const r of records) this.#firsts.push(r.first);
     if (this.#firsts.length > 2 * this.#size) {
       const drop = this.#firsts.length - this.#size;
       this.#firsts = this.#firsts.slice(drop);
       this.#indexFrom += drop;
     }
-    return rows;
+    return records.map(({ row, first, last }) => ({ row, first, last }));
   }
 
   /**
-   * Reads stored messages from seq `from` on, whole rows at a time, until at
-   * least `budget` bytes are taken or the latest message is reached (so it
-   * may exceed the budget by one row). `hintRow` is the row that holds
-   * `from` when the caller knows it (the `nextRow` of its previous read).
+   * Reads stored messages from seq `from` on as runs that each fit one frame
+   * (`limits`), until at least `budget` bytes are taken or the latest message
+   * is reached (so it may exceed the budget by one run). `hintRow` is the row
+   * that holds `from` when the caller knows it (the `nextRow` of its previous
+   * read). A read that stops inside a row continues there next time.
    */
-  read(from: number, budget: number, hintRow = 0, now = Date.now()): HistoryRead {
+  read(from: number, budget: number, limits: BatchLimits, hintRow = 0, now = Date.now()): HistoryRead {
     const result: HistoryRead = { runs: [], lost: null, nextSeq: from, nextRow: hintRow, rowsRead: 0 };
     const latest = this.#seq;
     if (from > latest) return result;
@@ -234,11 +268,20 @@ export class History {
         result.lost = mergeLost(result.lost, from, data.first - 1);
         from = data.first;
       }
-      const run = data.first === from ? wholeRun(data) : tailRun(data, from);
-      result.runs.push(run);
-      taken += run.bytes;
-      from = data.last + 1;
-      row += 1;
+      if (data.first === from && data.last - data.first + 1 <= limits.maxEvents && data.bytes + 2 <= limits.maxBytes) {
+        // The common case: the row is one frame's worth, sent as stored.
+        result.runs.push({ text: data.events, bytes: data.bytes, count: data.last - data.first + 1, firstSeq: data.first, lastSeq: data.last, lastTag: tagOf(data.events) });
+        taken += data.bytes;
+        from = data.last + 1;
+      } else {
+        for (const run of pieces(data, from, limits)) {
+          if (taken >= budget) break;
+          result.runs.push(run);
+          taken += run.bytes;
+          from = run.lastSeq + 1;
+        }
+      }
+      if (from > data.last) row += 1;
     }
     result.nextSeq = from;
     result.nextRow = row;
@@ -280,7 +323,7 @@ export class History {
     if (this.#tables) return;
     this.#sql.exec(`CREATE TABLE IF NOT EXISTS log (
       slot INTEGER PRIMARY KEY, row INTEGER NOT NULL, first INTEGER NOT NULL, last INTEGER NOT NULL,
-      ts INTEGER NOT NULL, bytes INTEGER NOT NULL, lengths TEXT NOT NULL, events TEXT NOT NULL)`);
+      ts INTEGER NOT NULL, bytes INTEGER NOT NULL, lengths TEXT NOT NULL, sizes TEXT NOT NULL, events TEXT NOT NULL)`);
     this.#sql.exec(`CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`);
     this.#sql.exec(`CREATE TABLE IF NOT EXISTS idempotency (key TEXT PRIMARY KEY, seq INTEGER NOT NULL, ts INTEGER NOT NULL)`);
     this.#tables = true;
@@ -303,8 +346,8 @@ export class History {
     if (row < 1 || row > this.#latestRow || row <= this.#latestRow - this.#size) return null;
     counter.rowsRead += 1;
     const found = this.#sql
-      .exec<{ row: number; first: number; last: number; ts: number; bytes: number; lengths: string; events: string }>(
-        `SELECT row, first, last, ts, bytes, lengths, events FROM log WHERE slot = ?`,
+      .exec<{ row: number; first: number; last: number; ts: number; bytes: number; lengths: string; sizes: string; events: string }>(
+        `SELECT row, first, last, ts, bytes, lengths, sizes, events FROM log WHERE slot = ?`,
         row % this.#size,
       )
       .toArray()[0];
@@ -395,16 +438,34 @@ function mergeLost(lost: HistoryRead["lost"], from: number, to: number): History
   return lost === null ? { from, to } : { from: lost.from, to };
 }
 
-function wholeRun(row: RowData): Run {
-  const count = row.last - row.first + 1;
-  return { text: row.events, bytes: row.bytes, count, firstSeq: row.first, lastSeq: row.last, lastTag: tagOf(row.events) };
-}
-
-/** The part of a row from `from` on (a resume that starts inside a stored frame). */
-function tailRun(row: RowData, from: number): Run {
-  const lengths = row.lengths.split(",").map(Number);
+/**
+ * A row's messages from `from` on, cut into runs that each fit one frame:
+ * for rows larger than a frame, and for reads that start (or resume) inside
+ * a row. Each run is a slice of the stored text, so nothing is re-serialized.
+ */
+function* pieces(row: RowData, from: number, limits: BatchLimits): Generator<Run> {
+  const lengths = row.lengths === "" ? [row.events.length] : row.lengths.split(",").map(Number);
+  const sizes = row.sizes === "" ? [row.bytes] : row.sizes.split(",").map(Number);
   let offset = 0;
-  for (let seq = row.first; seq < from; seq++) offset += (lengths[seq - row.first] as number) + 1;
-  const text = row.events.slice(offset);
-  return { text, bytes: utf8Length(text), count: row.last - from + 1, firstSeq: from, lastSeq: row.last, lastTag: tagOf(row.events) };
+  let index = from - row.first;
+  for (let i = 0; i < index; i++) offset += (lengths[i] as number) + 1;
+  while (index < lengths.length) {
+    const start = offset;
+    let end = index;
+    let chars = 0;
+    let bytes = 0;
+    do {
+      chars += (lengths[end] as number) + (end > index ? 1 : 0);
+      bytes += (sizes[end] as number) + (end > index ? 1 : 0);
+      end += 1;
+    } while (
+      end < lengths.length &&
+      end - index < limits.maxEvents &&
+      bytes + (sizes[end] as number) + 1 + 2 <= limits.maxBytes
+    );
+    const text = row.events.slice(start, start + chars);
+    yield { text, bytes, count: end - index, firstSeq: row.first + index, lastSeq: row.first + end - 1, lastTag: tagOf(text) };
+    offset = start + chars + 1;
+    index = end;
+  }
 }

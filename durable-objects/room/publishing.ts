@@ -2,7 +2,7 @@ import type { Limits } from "../config";
 import { logEvent } from "../log";
 import type { RoomCounters } from "./counters";
 import type { Delivery } from "./delivery";
-import { cutFrame, runOf, type Frame, type Run } from "./frames";
+import { cutFrame, runOf, type BatchLimits, type Run } from "./frames";
 import type { History } from "./history";
 import { messageEvent, TagSource, type Message } from "./message";
 
@@ -31,9 +31,9 @@ interface Flush {
 }
 
 /**
- * The publish path: assigns `seq`, coalesces what arrives while a flush is
- * due into frames, stores each frame as one history row, then hands the
- * frames to the delivery engine.
+ * The publish path: assigns `seq`, gathers what arrives while a flush is due,
+ * stores it as one history row (rows written fall with coalescing), then cuts
+ * it into frames for the delivery engine.
  *
  * A publish is answered after its flush, so after its row is written (and the
  * runtime's output gate holds the answer, and the frames, until the write is
@@ -46,6 +46,7 @@ export class Publishing {
   readonly #delivery: Delivery;
   readonly #counters: RoomCounters;
   readonly #limits: Limits;
+  readonly #batch: BatchLimits;
   readonly #afterFlush: (now: number) => void;
   readonly #tags = new TagSource();
   /** Highest seq handed out; ahead of the stored seq by what is pending. */
@@ -66,6 +67,7 @@ export class Publishing {
     this.#delivery = delivery;
     this.#counters = counters;
     this.#limits = limits;
+    this.#batch = { maxBytes: limits.BATCH_MAX_BYTES, maxEvents: limits.BATCH_MAX_EVENTS };
     this.#afterFlush = afterFlush;
     this.#assigned = history.seq;
   }
@@ -97,8 +99,10 @@ export class Publishing {
   /**
    * Flushes on the next turn of the event loop (or after FLUSH_DELAY_MS), so
    * that publishes arriving while a fan-out runs are coalesced into the next
-   * frame instead of each paying a frame per socket. An idle room flushes a
-   * lone message at once: nothing else is queued ahead of the timer.
+   * flush instead of each paying a frame per socket and a commit. An idle
+   * room flushes a lone message at once: nothing else is queued ahead of the
+   * timer. (Flushing at the end of the publishing event instead was measured
+   * slower: 1,869 against 3,597 publishes/s into 100 rooms.)
    */
   #scheduleFlush(): Promise<void> {
     if (this.#flush) return this.#flush.promise;
@@ -110,7 +114,7 @@ export class Publishing {
     });
     const flush: Flush = { promise, resolve, reject };
     this.#flush = flush;
-    setTimeout(() => {
+    const run = (): void => {
       this.#flush = null;
       try {
         this.#flushPending();
@@ -120,7 +124,8 @@ export class Publishing {
         logEvent("error", { where: "flush", error: String(error) });
         flush.reject(error);
       }
-    }, this.#limits.FLUSH_DELAY_MS);
+    };
+    setTimeout(run, this.#limits.FLUSH_DELAY_MS);
     return promise;
   }
 
@@ -130,19 +135,11 @@ export class Publishing {
     this.#pendingKeys.clear();
     if (pending.length === 0) return;
     const now = Date.now();
-    const runs: Run[] = pending.map((p) => runOf(p.message));
-    const batch = { maxBytes: this.#limits.BATCH_MAX_BYTES, maxEvents: this.#limits.BATCH_MAX_EVENTS };
-    const frames: { frame: Frame; start: number; end: number; row: number }[] = [];
-    for (let start = 0; start < runs.length; ) {
-      const { frame, end } = cutFrame(runs, start, batch);
-      frames.push({ frame, start, end, row: 0 });
-      start = end;
-    }
     const keys = pending.flatMap((p) => (p.key === undefined ? [] : [{ key: p.key, seq: p.message.seq }]));
-    let rows: number[];
+    let rows: { row: number; first: number; last: number }[];
     try {
       rows = this.#history.append(
-        frames.map((f) => ({ frame: f.frame, lengths: runs.slice(f.start, f.end).map((r) => r.text.length) })),
+        pending.map((p) => p.message),
         keys,
         now,
       );
@@ -150,13 +147,18 @@ export class Publishing {
       this.#assigned = this.#history.seq;
       throw error;
     }
-    frames.forEach((f, i) => (f.row = rows[i] as number));
     const counters = this.#counters.values;
     counters.published += pending.length;
-    counters.historyRowsWritten += frames.length;
-    for (const entry of frames) {
-      const sentTo = this.#delivery.fanOut(entry.frame, entry.row, now);
-      for (let i = entry.start; i < entry.end; i++) (pending[i] as Pending).recipients = sentTo;
+    counters.historyRowsWritten += rows.length;
+    const runs: Run[] = pending.map((p) => runOf(p.message));
+    let row = 0;
+    for (let start = 0; start < runs.length; ) {
+      const { frame, end } = cutFrame(runs, start, this.#batch);
+      // The row that holds the frame's first message: where a socket that cannot take it starts catching up.
+      while ((rows[row] as { last: number }).last < frame.firstSeq) row += 1;
+      const sentTo = this.#delivery.fanOut(frame, (rows[row] as { row: number }).row, now);
+      for (let i = start; i < end; i++) (pending[i] as Pending).recipients = sentTo;
+      start = end;
     }
     this.#afterFlush(now);
     this.#counters.changed();

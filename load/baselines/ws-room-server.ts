@@ -9,10 +9,11 @@
  * HTTP publish, POST /broadcast, room stats, 1012 on shutdown. Messages carry
  * a tag like ours, so clients ack it the same way.
  * What it deliberately does not do: enforce the ack window (no cap on what a
- * slow reader buffers; acks free nothing), persist history, authenticate,
- * rate-limit.
+ * slow reader buffers; acks free nothing), authenticate, rate-limit. History
+ * is in memory, or with --durable PATH also committed to SQLite before each
+ * publish is answered (durable-history.ts), to compare like with like.
  *
- * Run: node load/dist/baseline-server.js --port 18210   (or PORT=18210)
+ * Run: node load/dist/baseline-server.js --port 18210 [--durable /tmp/history.sqlite]   (or PORT=18210)
  */
 import { randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
@@ -31,6 +32,7 @@ import {
   type WelcomeEvent,
 } from "../../client-sdk/src/protocol";
 import { DEFAULTS } from "../../durable-objects/config";
+import { DurableHistory } from "./durable-history";
 
 interface HistoryEntry {
   seq: number;
@@ -52,13 +54,22 @@ interface Room {
 const lastHeard = new WeakMap<WebSocket, number>();
 const rooms = new Map<string, Room>();
 
+function argument(name: string): string | undefined {
+  const i = process.argv.indexOf(name);
+  return i >= 0 ? process.argv[i + 1] : undefined;
+}
+
+const durablePath = argument("--durable");
+const durable = durablePath === undefined ? null : new DurableHistory(durablePath, DEFAULTS.HISTORY_MAX_MESSAGES);
+
 function roomNamed(name: string): Room {
   let room = rooms.get(name);
   if (!room) {
     room = {
       name,
       seq: 0,
-      epoch: randomBytes(8).toString("hex"),
+      // A durable baseline's history outlives the process, so its identity does too.
+      epoch: durable ? "durable" : randomBytes(8).toString("hex"),
       sockets: new Set(),
       history: [],
       published: 0,
@@ -93,6 +104,8 @@ function publish(room: Room, data: unknown): { seq: number; recipients: number }
   const seq = ++room.seq;
   const event: MessageEvent = { type: "message", seq, data, ts, tag: randomBytes(4).readUInt32BE(0) };
   const frame = JSON.stringify(event);
+  // Durable: committed before anyone is told, as the service stores before it answers.
+  durable?.append(room.name, seq, ts, frame);
   room.history.push({ seq, ts, frame });
   trimHistory(room, ts);
   room.published++;
@@ -260,8 +273,7 @@ async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> 
 }
 
 function parsePort(): number {
-  const i = process.argv.indexOf("--port");
-  const raw = i >= 0 ? process.argv[i + 1] : process.env.PORT;
+  const raw = argument("--port") ?? process.env.PORT;
   const port = Number(raw ?? 18210);
   if (!Number.isInteger(port) || port <= 0 || port > 65535) throw new Error(`bad port ${raw}`);
   return port;
@@ -305,6 +317,13 @@ function shutdown(): void {
 }
 process.on("SIGTERM", shutdown);
 process.on("SIGINT", shutdown);
+
+// A durable baseline restarts with its rooms' history and positions.
+for (const stored of durable?.load() ?? []) {
+  const room = roomNamed(stored.room);
+  room.history.push({ seq: stored.seq, ts: stored.ts, frame: stored.frame });
+  room.seq = Math.max(room.seq, stored.seq);
+}
 
 const port = parsePort();
 server.listen(port, "127.0.0.1", () => {

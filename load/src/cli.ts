@@ -45,7 +45,7 @@ function log(text: string): void {
 
 async function resolveTarget(options: LoadOptions, spec: TargetSpec): Promise<{ address: TargetAddress; spawned?: SpawnedServer }> {
   if (spec.label === "baseline") {
-    const spawned = await SpawnedServer.start("baseline", options.baselinePort);
+    const spawned = await SpawnedServer.start("baseline", options.baselinePort, {}, options.baselineDurable);
     live.servers.add(spawned);
     return { address: parseTargetUrl(`http://127.0.0.1:${options.baselinePort}`, false), spawned };
   }
@@ -70,7 +70,7 @@ async function runTarget(options: LoadOptions, spec: TargetSpec, hardStopAt: num
     details: {},
     timeline: [],
     marks: [],
-    notes: [],
+    notes: spec.label === "baseline" && options.baselineDurable ? ["durable baseline: each message is committed to SQLite (WAL, synchronous=FULL) before its publish is answered"] : [],
   };
   let spawned: SpawnedServer | undefined;
   let pool: ClientPool | undefined;

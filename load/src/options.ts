@@ -17,6 +17,8 @@ export interface LoadOptions {
   baseline: boolean;
   baselineOnly: boolean;
   baselinePort: number;
+  /** The baseline commits each message to SQLite before answering its publish (like the service). */
+  baselineDurable: boolean;
   serverPid: number | undefined;
   allowRemote: boolean;
   /** Extra HTTP headers for publishes ("Name: value"), e.g. credentials. */
@@ -87,6 +89,8 @@ Target (loopback only unless --allow-remote):
   --baseline             also run the same scenario against the bundled Node ws baseline server and print ratios
   --baseline-only        run only against the baseline (spawned on --baseline-port)
   --baseline-port N      default 18210
+  --baseline-durable     the baseline commits history to SQLite (WAL, synchronous=FULL) before it answers each
+                         publish, as the service does (needs: npm install --no-save better-sqlite3@12.11.1)
   --server-pid PID       process to sample (default: whoever listens on the target port)
   --allow-remote         allow a non-loopback target (a deployment you own; no server sampling)
   --publish-header H     "Name: value" header on publishes/broadcasts (repeatable), e.g. credentials
@@ -162,6 +166,7 @@ export function parseLoadOptions(argv: string[]): LoadOptions {
       port: { type: "string" },
       baseline: { type: "boolean" },
       "baseline-only": { type: "boolean" },
+      "baseline-durable": { type: "boolean" },
       "baseline-port": { type: "string" },
       "server-pid": { type: "string" },
       "allow-remote": { type: "boolean" },
@@ -218,6 +223,7 @@ export function parseLoadOptions(argv: string[]): LoadOptions {
     port: int(values.port, "port", 18201, 1, 65535),
     baseline: values.baseline ?? false,
     baselineOnly: values["baseline-only"] ?? false,
+    baselineDurable: values["baseline-durable"] ?? false,
     baselinePort: int(values["baseline-port"], "baseline-port", 18210, 1, 65535),
     serverPid: values["server-pid"] === undefined ? undefined : int(values["server-pid"], "server-pid", 0, 1, 2 ** 22),
     allowRemote: values["allow-remote"] ?? false,

@@ -2,9 +2,12 @@ import { env, exports } from "cloudflare:workers";
 import { runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import type { MessageEvent, RoomStats, ServerEvent } from "../../client-sdk/src/protocol";
-import { cutFrame, runOf, type Frame } from "../../durable-objects/room/frames";
+import { readLimits } from "../../durable-objects/config";
+import { RoomCounters } from "../../durable-objects/room/counters";
+import { Delivery } from "../../durable-objects/room/delivery";
 import { History, type HistoryRead } from "../../durable-objects/room/history";
-import { messageEvent } from "../../durable-objects/room/message";
+import { Publishing } from "../../durable-objects/room/publishing";
+import { messageEvent, type Message } from "../../durable-objects/room/message";
 import { ACTIVITY_PERSIST_MS, SocketState } from "../../durable-objects/room/socket-state";
 import type { Env } from "../../worker/env";
 
@@ -109,6 +112,26 @@ describe("Room object", () => {
     s.ws.close(1000);
   });
 
+  it("stores the messages of one flush as one row, whatever their frames", async () => {
+    const stub = bindings.ROOMS.get(bindings.ROOMS.idFromName("rows-per-flush"));
+    await runInDurableObject(stub, async (_instance, state) => {
+      const limits = { ...readLimits({}), FLUSH_DELAY_MS: 10 };
+      const history = new History(state.storage, { maxMessages: 1000, maxAgeMs: 60_000 });
+      const counters = new RoomCounters(history);
+      const delivery = new Delivery(history, counters, { windowBytes: limits.WINDOW_BYTES, graceMs: 1000, batch: { maxBytes: limits.BATCH_MAX_BYTES, maxEvents: limits.BATCH_MAX_EVENTS } }, { occupancyChanged() {}, roomName: () => "rows-per-flush" });
+      const publishing = new Publishing(history, delivery, counters, limits, () => {});
+      // Eight small messages published together share one flush: one row, 0.125 rows per message.
+      await Promise.all(Array.from({ length: 8 }, (_, i) => publishing.publish(String(i))));
+      expect(counters.values).toMatchObject({ published: 8, historyRowsWritten: 1 });
+      // Eight of 40 KB: frames hold one each (64 KiB), rows up to 256 KiB: two rows.
+      const big = JSON.stringify("z".repeat(40_000));
+      const answers = await Promise.all(Array.from({ length: 8 }, () => publishing.publish(big)));
+      expect(answers.map((a) => a.seq)).toEqual([9, 10, 11, 12, 13, 14, 15, 16]);
+      expect(counters.values).toMatchObject({ published: 16, historyRowsWritten: 3 });
+      expect(state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM log").one().n).toBe(3);
+    });
+  });
+
   it("dedupes publishes by idempotency key, also while the first is still pending", async () => {
     const stub = bindings.ROOMS.get(bindings.ROOMS.idFromName("idem"));
     const [first, racing] = await Promise.all([
@@ -123,12 +146,12 @@ describe("Room object", () => {
   });
 });
 
-/** A frame of `count` messages from `first` on, as the flush stores it. */
-function storedFrame(first: number, count: number, ts: number): { frame: Frame; lengths: number[] } {
-  const runs = Array.from({ length: count }, (_, i) => runOf(messageEvent(first + i, JSON.stringify({ n: first + i }), ts, first + i)));
-  const { frame } = cutFrame(runs, 0, { maxBytes: 1 << 20, maxEvents: 1000 });
-  return { frame, lengths: runs.map((r) => r.text.length) };
+/** One flush of `count` messages from `first` on, as the room stores it; each message's tag is its seq. */
+function flush(first: number, count: number, ts: number): Message[] {
+  return Array.from({ length: count }, (_, i) => messageEvent(first + i, JSON.stringify({ n: first + i }), ts, first + i));
 }
+
+const WIDE = { maxBytes: 1 << 20, maxEvents: 1000 };
 
 function seqsOf(read: HistoryRead): number[] {
   const seqs: number[] = [];
@@ -136,36 +159,61 @@ function seqsOf(read: HistoryRead): number[] {
   return seqs;
 }
 
+/** What the runs say on the wire, as [seq, tag] pairs. */
+function eventsOf(read: HistoryRead): [number, number][] {
+  return read.runs.flatMap((run) => (JSON.parse(`[${run.text}]`) as MessageEvent[]).map((e) => [e.seq, e.tag] as [number, number]));
+}
+
 describe("History", () => {
-  it("stores one row per frame, reads whole rows from any seq, and keeps seq and epoch across reopen", async () => {
+  it("stores one row per flush, reads whole rows from any seq, and keeps seq and epoch across reopen", async () => {
     const stub = bindings.ROOMS.get(bindings.ROOMS.idFromName("history-rows"));
     await runInDurableObject(stub, (_instance, state) => {
       const history = new History(state.storage, { maxMessages: 10, maxAgeMs: 60_000 });
       const now = Date.now();
-      // Frames of 1, 3, 1 and 2 messages: seqs 1 | 2-4 | 5 | 6-7.
-      history.append([storedFrame(1, 1, now), storedFrame(2, 3, now), storedFrame(5, 1, now)], [], now);
-      history.append([storedFrame(6, 2, now)], [], now);
+      // Flushes of 1, 3, 1 and 2 messages: seqs 1 | 2-4 | 5 | 6-7, one row each.
+      for (const [first, count] of [[1, 1], [2, 3], [5, 1], [6, 2]] as const) history.append(flush(first, count, now), [], now);
       expect(history.seq).toBe(7);
-      const all = history.read(1, Number.POSITIVE_INFINITY);
+      expect(state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM log").one().n).toBe(4);
+      const all = history.read(1, Number.POSITIVE_INFINITY, WIDE);
       expect(seqsOf(all)).toEqual([1, 2, 3, 4, 5, 6, 7]);
       expect(all.rowsRead).toBe(4);
       expect(all.lost).toBeNull();
       // A read that starts inside a row gets the rest of that row, tags intact.
-      const mid = history.read(3, Number.POSITIVE_INFINITY);
-      expect(seqsOf(mid)).toEqual([3, 4, 5, 6, 7]);
-      const text = mid.runs[0]?.text ?? "";
-      expect(JSON.parse(`[${text}]`).map((e: MessageEvent) => [e.seq, e.tag])).toEqual([[3, 3], [4, 4]]);
-      // A budget stops after the row that reaches it; the hint continues exactly there.
-      const first = history.read(1, 1);
+      const mid = history.read(3, Number.POSITIVE_INFINITY, WIDE);
+      expect(eventsOf(mid)).toEqual([[3, 3], [4, 4], [5, 5], [6, 6], [7, 7]]);
+      expect(mid.runs[0]?.lastTag).toBe(4);
+      // A budget stops after the run that reaches it; the hint continues exactly there.
+      const first = history.read(1, 1, WIDE);
       expect(seqsOf(first)).toEqual([1]);
-      const next = history.read(first.nextSeq, 1, first.nextRow);
+      const next = history.read(first.nextSeq, 1, WIDE, first.nextRow);
       expect(seqsOf(next)).toEqual([2, 3, 4]);
       expect(next.rowsRead).toBe(1);
       // Reopening finds the newest row without scanning, and continues seq and epoch.
       const reopened = new History(state.storage, { maxMessages: 10, maxAgeMs: 60_000 });
       expect(reopened.seq).toBe(7);
       expect(reopened.epoch).toBe(history.epoch);
-      expect(seqsOf(reopened.read(3, Number.POSITIVE_INFINITY))).toEqual([3, 4, 5, 6, 7]);
+      expect(seqsOf(reopened.read(3, Number.POSITIVE_INFINITY, WIDE))).toEqual([3, 4, 5, 6, 7]);
+    });
+  });
+
+  it("cuts a row larger than a frame into frame-sized pieces, and resumes inside it", async () => {
+    const stub = bindings.ROOMS.get(bindings.ROOMS.idFromName("history-pieces"));
+    await runInDurableObject(stub, (_instance, state) => {
+      const history = new History(state.storage, { maxMessages: 100, maxAgeMs: 60_000 });
+      const now = Date.now();
+      history.append(flush(1, 10, now), [], now);
+      const narrow = { maxBytes: 1 << 20, maxEvents: 3 };
+      const all = history.read(1, Number.POSITIVE_INFINITY, narrow);
+      expect(all.runs.map((r) => [r.firstSeq, r.lastSeq, r.lastTag])).toEqual([[1, 3, 3], [4, 6, 6], [7, 9, 9], [10, 10, 10]]);
+      expect(eventsOf(all).map(([seq]) => seq)).toEqual(Array.from({ length: 10 }, (_, i) => i + 1));
+      for (const run of all.runs) expect(run.bytes).toBe(new TextEncoder().encode(run.text).length);
+      // A small budget stops inside the row; the next read continues from the same row.
+      const part = history.read(1, 1, narrow);
+      expect(seqsOf(part)).toEqual([1, 2, 3]);
+      expect(part.nextSeq).toBe(4);
+      const rest = history.read(part.nextSeq, Number.POSITIVE_INFINITY, narrow, part.nextRow);
+      expect(seqsOf(rest)).toEqual([4, 5, 6, 7, 8, 9, 10]);
+      expect(rest.rowsRead).toBe(1);
     });
   });
 
@@ -174,21 +222,21 @@ describe("History", () => {
     await runInDurableObject(stub, (_instance, state) => {
       const history = new History(state.storage, { maxMessages: 10, maxAgeMs: 60_000 });
       const now = Date.now();
-      for (let seq = 1; seq <= 203; seq++) history.append([storedFrame(seq, 1, now)], [], now);
+      for (let seq = 1; seq <= 203; seq++) history.append(flush(seq, 1, now), [], now);
       // The ring holds exactly ten rows: a publish is one row write, never a delete.
       expect(state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM log").one().n).toBe(10);
       expect(history.oldest(now)).toBe(194);
-      const read = history.read(150, Number.POSITIVE_INFINITY);
+      const read = history.read(150, Number.POSITIVE_INFINITY, WIDE);
       expect(read.lost).toEqual({ from: 150, to: 193 });
       expect(seqsOf(read)).toEqual([194, 195, 196, 197, 198, 199, 200, 201, 202, 203]);
       const reopened = new History(state.storage, { maxMessages: 10, maxAgeMs: 60_000 });
       expect(reopened.seq).toBe(203);
-      expect(seqsOf(reopened.read(199, Number.POSITIVE_INFINITY))).toEqual([199, 200, 201, 202, 203]);
+      expect(seqsOf(reopened.read(199, Number.POSITIVE_INFINITY, WIDE))).toEqual([199, 200, 201, 202, 203]);
       // Age: past the cutoff older rows are no longer served.
       const later = now + 120_000;
-      reopened.append([storedFrame(204, 2, later)], [], later);
+      reopened.append(flush(204, 2, later), [], later);
       expect(reopened.oldest(later)).toBe(204);
-      const aged = reopened.read(200, Number.POSITIVE_INFINITY, 0, later);
+      const aged = reopened.read(200, Number.POSITIVE_INFINITY, WIDE, 0, later);
       expect(aged.lost).toEqual({ from: 200, to: 203 });
       expect(seqsOf(aged)).toEqual([204, 205]);
     });
@@ -199,15 +247,14 @@ describe("History", () => {
     await runInDurableObject(stub, (_instance, state) => {
       const history = new History(state.storage, { maxMessages: 10, maxAgeMs: 60_000 });
       const now = Date.now();
-      history.append([storedFrame(1, 2, now)], [], now);
-      const broken = storedFrame(3, 1, now);
-      // A frame whose text is not a string makes the insert throw inside the transaction.
-      const bad = { frame: { ...broken.frame, inner: undefined as unknown as string }, lengths: broken.lengths };
-      expect(() => history.append([storedFrame(3, 1, now), bad], [{ key: "k", seq: 3 }], now)).toThrow();
+      history.append(flush(1, 2, now), [], now);
+      // A message whose text is not a string makes the insert throw inside the transaction.
+      const bad = { ...flush(3, 1, now)[0]!, event: undefined as unknown as string };
+      expect(() => history.append([bad], [{ key: "k", seq: 3 }], now)).toThrow();
       expect(history.seq).toBe(2);
       expect(history.seenKey("k")).toBeNull();
       expect(state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM log").one().n).toBe(1);
-      expect(seqsOf(history.read(1, Number.POSITIVE_INFINITY))).toEqual([1, 2]);
+      expect(seqsOf(history.read(1, Number.POSITIVE_INFINITY, WIDE))).toEqual([1, 2]);
     });
   });
 });

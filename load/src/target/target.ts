@@ -68,14 +68,15 @@ export class SpawnedServer {
     readonly port: number,
     private readonly workDir: string,
     private readonly vars: Record<string, string>,
+    private readonly durable: boolean,
   ) {
     this.logPath = join(workDir, `${kind}-server.log`);
     this.dataDir = kind === "ours" ? join(workDir, "data") : undefined;
   }
 
-  static async start(kind: ServerKind, port: number, vars: Record<string, string> = {}): Promise<SpawnedServer> {
+  static async start(kind: ServerKind, port: number, vars: Record<string, string> = {}, durable = false): Promise<SpawnedServer> {
     const workDir = mkdtempSync(join(tmpdir(), `edge-fanout-load-${kind}-`));
-    const server = new SpawnedServer(kind, port, workDir, vars);
+    const server = new SpawnedServer(kind, port, workDir, vars, durable);
     await server.launch();
     return server;
   }
@@ -83,7 +84,10 @@ export class SpawnedServer {
   private launches = 0;
 
   private command(): { file: string; args: string[] } {
-    if (this.kind === "baseline") return { file: process.execPath, args: [join(DIST_DIR, "baseline-server.js"), "--port", String(this.port)] };
+    if (this.kind === "baseline") {
+      const durable = this.durable ? ["--durable", join(this.workDir, "baseline-history.sqlite")] : [];
+      return { file: process.execPath, args: [join(DIST_DIR, "baseline-server.js"), "--port", String(this.port), ...durable] };
+    }
     const launcher = join(REPO_ROOT, "worker/local/server.mjs");
     // Built on the first launch; a restart measures the restart, not a rebuild.
     const varArgs = Object.entries(this.vars).flatMap(([key, value]) => ["--var", `${key}=${value}`]);
