@@ -1,5 +1,4 @@
 import { Hono } from "hono";
-import { bodyLimit } from "hono/body-limit";
 import { isValidRoomName } from "../client-sdk/src/protocol";
 import { readLimits, type Limits } from "../durable-objects/config";
 import { logEvent } from "../durable-objects/log";
@@ -16,6 +15,7 @@ import { flushServiceCountersSoon } from "./service-counters";
 import { staticRoutes } from "./static";
 import { admitSocket } from "./local-admission";
 import { decodePublishBody } from "./publish-body";
+import { bodyLimits, readBody } from "./request-body";
 
 type AppEnv = { Bindings: Env; Variables: { limits: Limits; room: string } };
 
@@ -57,8 +57,9 @@ app.use("*", async (c, next) => {
 app.use("*", warnWhenOpen());
 app.use("/rooms/:room/publish", requirePublishKey());
 app.use("/broadcast", requirePublishKey());
-// The listing names every live room: as private as publishing.
+// The listing names every live room and the stats tell who is connected where: as private as publishing.
 app.use("/rooms", requirePublishKey());
+app.use("/rooms/:room", requirePublishKey());
 app.use("/metrics", requirePublishKey());
 app.use("/rooms/:room/ws", subscribeAccess());
 
@@ -92,7 +93,13 @@ app.get("/rooms/:room/ws", async (c) => {
   if (epoch !== undefined && !/^[A-Za-z0-9-]{1,64}$/.test(epoch)) {
     return jsonError(c, 400, "bad_request", "epoch must be the epoch string from a welcome event");
   }
-  if (!admitSocket(room)) {
+  const admission = admitSocket(room);
+  if (admission === "draining") {
+    // Accepting now would only hand the client a socket that dies with the process.
+    logEvent("refusal", { room, reason: "shutting_down" });
+    return jsonError(c, 503, "over_capacity", "the server is shutting down; reconnect in a few seconds", { "Retry-After": "2" }, "shutting_down");
+  }
+  if (admission === "over_capacity") {
     logEvent("refusal", { room, reason: "over_capacity" });
     return jsonError(c, 503, "over_capacity", "the server is at its connection ceiling; retry later", {
       "Retry-After": "5",
@@ -104,23 +111,18 @@ app.get("/rooms/:room/ws", async (c) => {
   return stub.fetch(new Request(c.req.url, { headers }));
 });
 
-app.post(
-  "/rooms/:room/publish",
-  (c, next) =>
-    bodyLimit({
-      maxSize: c.get("limits").MAX_MESSAGE_BYTES,
-      onError: (c) => jsonError(c, 413, "too_large", `message body over ${c.get("limits").MAX_MESSAGE_BYTES} bytes`),
-    })(c, next),
-  async (c) => {
-    const room = c.get("room");
-    const body = await decodePublishBody(c.req.raw);
-    if (!body.ok) return jsonError(c, 400, body.error, body.message);
-    const stub = c.env.ROOMS.get(c.env.ROOMS.idFromName(room));
-    const result = await stub.publish(room, body.dataJson);
-    recordPublish(c.env, room, result.recipients, utf8Length(body.dataJson));
-    return c.json({ room, seq: result.seq, recipients: result.recipients });
-  },
-);
+app.post("/rooms/:room/publish", async (c) => {
+  const room = c.get("room");
+  const maxBytes = c.get("limits").MAX_MESSAGE_BYTES;
+  const read = await readBody(c.req.raw, bodyLimits(maxBytes));
+  if (!read.ok) return jsonError(c, read.status, read.error, read.message);
+  const body = decodePublishBody(read.bytes, c.req.header("content-type") ?? null, maxBytes);
+  if (!body.ok) return jsonError(c, body.status, body.error, body.message);
+  const stub = c.env.ROOMS.get(c.env.ROOMS.idFromName(room));
+  const result = await stub.publish(room, body.dataJson);
+  recordPublish(c.env, room, result.recipients, utf8Length(body.dataJson));
+  return c.json({ room, seq: result.seq, recipients: result.recipients });
+});
 
 app.all("/rooms/:room/publish", (c) => jsonError(c, 405, "method_not_allowed", "publish with POST", { Allow: "POST" }));
 app.all("/rooms/:room/ws", (c) => jsonError(c, 405, "method_not_allowed", "connect with GET and an Upgrade header", { Allow: "GET" }));

@@ -1,5 +1,4 @@
 import { Hono } from "hono";
-import { bodyLimit } from "hono/body-limit";
 import { runBroadcast } from "../durable-objects/coordinator/broadcast";
 import { readCoordinatorConfig, type CoordinatorConfig } from "../durable-objects/coordinator/config";
 import { listRooms } from "../durable-objects/coordinator/listing";
@@ -7,6 +6,7 @@ import { parseBroadcastBody, parseIdempotencyKey, parseListQuery } from "../dura
 import { logEvent } from "../durable-objects/log";
 import type { Env } from "./env";
 import { jsonError } from "./errors";
+import { bodyLimits, readBody } from "./request-body";
 import { countBroadcast } from "./service-counters";
 
 /** GET /rooms (live-room registry) and POST /broadcast (cross-room fan-out). */
@@ -28,39 +28,36 @@ coordinatorRoutes.get("/rooms", async (c) => {
   return c.json(await listRooms(c.env.COORDINATOR, config, query.value));
 });
 
-coordinatorRoutes.post(
-  "/broadcast",
-  (c, next) =>
-    bodyLimit({
-      maxSize: maxBroadcastBytes(readCoordinatorConfig(c.env)),
-      onError: (c) => jsonError(c, 413, "too_large", `broadcast body over ${maxBroadcastBytes(readCoordinatorConfig(c.env))} bytes`),
-    })(c, next),
-  async (c) => {
-    const config = readCoordinatorConfig(c.env);
-    const key = parseIdempotencyKey(c.req.header("idempotency-key"));
-    if (!key.ok) return jsonError(c, key.status, key.error, key.message);
-    const body = parseBroadcastBody(await c.req.text(), config);
-    if (!body.ok) return jsonError(c, body.status, body.error, body.message);
+const lenientUtf8 = new TextDecoder();
 
-    // A generated key still dedupes the service's own retries; the answer
-    // carries it so the caller can retry with it too.
-    const idempotencyKey = key.value ?? crypto.randomUUID();
-    const started = Date.now();
-    const result = await runBroadcast(c.env.COORDINATOR, config, body.value.target, body.value.dataJson, idempotencyKey);
-    if (!result.duplicate) countBroadcast();
-    logEvent("broadcast", {
-      key: idempotencyKey,
-      target: body.value.target.kind === "rooms" ? `${body.value.target.rooms.length} rooms` : `prefix ${JSON.stringify(body.value.target.prefix)}`,
-      rooms: result.rooms,
-      sockets: result.sockets,
-      duplicates: result.duplicates,
-      failed: result.failedCount,
-      failedShards: result.failedShards.length,
-      ms: Date.now() - started,
-    });
-    return c.json(result);
-  },
-);
+coordinatorRoutes.post("/broadcast", async (c) => {
+  const config = readCoordinatorConfig(c.env);
+  // The body is read before anything is refused, so every answer reaches a client still uploading.
+  const read = await readBody(c.req.raw, bodyLimits(maxBroadcastBytes(config)));
+  if (!read.ok) return jsonError(c, read.status, read.error, read.message);
+  const key = parseIdempotencyKey(c.req.header("idempotency-key"));
+  if (!key.ok) return jsonError(c, key.status, key.error, key.message);
+  const body = parseBroadcastBody(lenientUtf8.decode(read.bytes), config);
+  if (!body.ok) return jsonError(c, body.status, body.error, body.message);
+
+  // A generated key still dedupes the service's own retries; the answer
+  // carries it so the caller can retry with it too.
+  const idempotencyKey = key.value ?? crypto.randomUUID();
+  const started = Date.now();
+  const result = await runBroadcast(c.env.COORDINATOR, config, body.value.target, body.value.dataJson, idempotencyKey);
+  if (!result.duplicate) countBroadcast();
+  logEvent("broadcast", {
+    key: idempotencyKey,
+    target: body.value.target.kind === "rooms" ? `${body.value.target.rooms.length} rooms` : `prefix ${JSON.stringify(body.value.target.prefix)}`,
+    rooms: result.rooms,
+    sockets: result.sockets,
+    duplicates: result.duplicates,
+    failed: result.failedCount,
+    failedShards: result.failedShards.length,
+    ms: Date.now() - started,
+  });
+  return c.json(result);
+});
 
 coordinatorRoutes.all("/broadcast", (c) => jsonError(c, 405, "method_not_allowed", "broadcast with POST", { Allow: "POST" }));
 coordinatorRoutes.on(["POST", "PUT", "PATCH", "DELETE"], "/rooms", (c) =>

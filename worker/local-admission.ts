@@ -2,7 +2,9 @@
  * Admission control for the local server. workerd aborts the whole process
  * when accept() hits EMFILE, dropping every socket it holds; so the launcher
  * reports the process's real descriptor count here and the worker refuses
- * upgrades with 503 before the limit, keeping existing sockets served.
+ * upgrades with 503 before the limit, keeping existing sockets served. (The
+ * launcher also keeps descriptors spare for connections that never become
+ * sockets; see worker/local/limits.mjs.)
  *
  * The state lives in the isolate because the local server runs one process.
  * On Cloudflare the launcher never reports, and nothing here refuses anything.
@@ -17,8 +19,11 @@ interface Pressure {
   ceiling: number;
 }
 
+export type Admission = "admitted" | "over_capacity" | "draining";
+
 let pressure: Pressure | null = null;
 let admitted = 0;
+let draining = false;
 const rooms = new Set<string>();
 
 /** Records a sample from the launcher; returns the admission count to pass back as the next basis. */
@@ -27,12 +32,18 @@ export function reportPressure(sample: Pressure): number {
   return admitted;
 }
 
-/** True when one more socket fits under the descriptor ceiling; counts it if so. */
-export function admitSocket(room: string): boolean {
-  if (pressure && pressure.fds + (admitted - pressure.basis) >= pressure.ceiling) return false;
+/** Admits one more socket when it fits under the descriptor ceiling and the server is not shutting down; counts it if so. */
+export function admitSocket(room: string): Admission {
+  if (draining) return "draining";
+  if (pressure && pressure.fds + (admitted - pressure.basis) >= pressure.ceiling) return "over_capacity";
   admitted += 1;
   rooms.add(room);
-  return true;
+  return "admitted";
+}
+
+/** From now on every upgrade is refused: the process is about to close its sockets and exit. */
+export function beginDrain(): void {
+  draining = true;
 }
 
 /** Rooms that accepted sockets in this process, for closing them all on shutdown. */
@@ -40,6 +51,6 @@ export function knownRooms(): string[] {
   return [...rooms];
 }
 
-export function admissionSnapshot(): { admitted: number; pressure: Pressure | null; rooms: number } {
-  return { admitted, pressure, rooms: rooms.size };
+export function admissionSnapshot(): { admitted: number; pressure: Pressure | null; rooms: number; draining: boolean } {
+  return { admitted, pressure, rooms: rooms.size, draining };
 }

@@ -1,21 +1,30 @@
 import { Hono } from "hono";
 import type { Env } from "./env";
 import { jsonError } from "./errors";
-import { admissionSnapshot, knownRooms, reportPressure } from "./local-admission";
+import { admissionSnapshot, beginDrain, knownRooms, reportPressure } from "./local-admission";
+
+/** Header that carries LOCAL_ADMIN_TOKEN; the local server sets it on its private admin socket only. */
+export const LOCAL_ADMIN_HEADER = "x-local-admin-token";
 
 /**
- * Loopback admin routes used by the local server launcher only. They exist
- * when the launcher set LOCAL_ADMIN_TOKEN (never on Cloudflare) and require it.
+ * Admin routes for the local server launcher. They exist when the launcher set
+ * LOCAL_ADMIN_TOKEN (never on Cloudflare) and answer only requests carrying it.
+ * The launcher's workerd config injects the header on a Unix socket in a
+ * private directory and strips it from every request on the public socket, so
+ * these routes cannot be reached from the network even with the token.
  */
 export const localRoutes = new Hono<{ Bindings: Env }>();
 
 localRoutes.use("*", async (c, next) => {
   const token = c.env.LOCAL_ADMIN_TOKEN;
-  if (!token || c.req.header("x-local-admin-token") !== token) {
+  if (!token || c.req.header(LOCAL_ADMIN_HEADER) !== token) {
     return jsonError(c, 404, "not_found", `no route for ${c.req.method} ${c.req.path}`);
   }
   await next();
 });
+
+/** Readiness, with the launcher's per-start id: proves the answer comes from the workerd it started. */
+localRoutes.get("/health", (c) => c.json({ ok: true, startId: typeof c.env.LOCAL_START_ID === "string" ? c.env.LOCAL_START_ID : null }));
 
 /** The launcher's descriptor sample; answers the admission count to use as the next basis. */
 localRoutes.post("/pressure", async (c) => {
@@ -25,8 +34,14 @@ localRoutes.post("/pressure", async (c) => {
 
 localRoutes.get("/admission", (c) => c.json(admissionSnapshot()));
 
-/** Closes every socket of every room this process served with 1012, so clients resume elsewhere. */
+/**
+ * Refuses every further upgrade (503, Retry-After), then closes every socket of
+ * every room this process served with 1012, so clients resume elsewhere. The
+ * launcher calls it twice: the second pass closes sockets whose upgrade was
+ * already past admission when the first ran.
+ */
 localRoutes.post("/shutdown", async (c) => {
+  beginDrain();
   const rooms = knownRooms();
   let sockets = 0;
   const results = await Promise.allSettled(

@@ -1,6 +1,7 @@
 import type { ErrorCode } from "../client-sdk/src/protocol";
+import { utf8Length } from "../durable-objects/room/utf8";
 
-export type DecodedBody = { ok: true; dataJson: string } | { ok: false; error: ErrorCode; message: string };
+export type DecodedBody = { ok: true; dataJson: string } | { ok: false; status: 400 | 413; error: ErrorCode; message: string };
 
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
 
@@ -9,23 +10,38 @@ const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
  * (application/json or +json) is that JSON value, any other body is a string.
  * The result is normalized by one parse and one stringify, here at the edge,
  * so the room can embed it in events without parsing again.
+ *
+ * The limit applies to that JSON text, the form the room stores and sends, not
+ * to the body: serializing can grow a body several times over (a control
+ * character in a string becomes a six-byte escape, `1e20` becomes 21 digits).
  */
-export async function decodePublishBody(request: Request): Promise<DecodedBody> {
-  const bytes = await request.arrayBuffer();
-  if (bytes.byteLength === 0) return { ok: false, error: "bad_request", message: "the message body is empty" };
+export function decodePublishBody(bytes: Uint8Array, contentType: string | null, maxBytes: number): DecodedBody {
+  if (bytes.byteLength === 0) return { ok: false, status: 400, error: "bad_request", message: "the message body is empty" };
   let text: string;
   try {
     text = utf8.decode(bytes);
   } catch {
-    return { ok: false, error: "bad_request", message: "the message body must be UTF-8 text" };
+    return { ok: false, status: 400, error: "bad_request", message: "the message body must be UTF-8 text" };
   }
-  const type = (request.headers.get("content-type") ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
+  const type = (contentType ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
+  let dataJson: string;
   if (type === "application/json" || type.endsWith("+json")) {
     try {
-      return { ok: true, dataJson: JSON.stringify(JSON.parse(text)) };
+      dataJson = JSON.stringify(JSON.parse(text));
     } catch {
-      return { ok: false, error: "bad_json", message: "the body is labelled JSON but does not parse" };
+      return { ok: false, status: 400, error: "bad_json", message: "the body is labelled JSON but does not parse" };
     }
+  } else {
+    dataJson = JSON.stringify(text);
   }
-  return { ok: true, dataJson: JSON.stringify(text) };
+  const size = utf8Length(dataJson);
+  if (size > maxBytes) {
+    return {
+      ok: false,
+      status: 413,
+      error: "too_large",
+      message: `the message is ${size} bytes as JSON (the form it is stored and sent in), over the limit of ${maxBytes}`,
+    };
+  }
+  return { ok: true, dataJson };
 }

@@ -156,7 +156,7 @@ describe("publish key", () => {
     }
 
     // Nothing refused reached the room.
-    const stats = await (await fetch(`${secured.url}/rooms/${room}`)).json();
+    const stats = await (await fetch(`${secured.url}/rooms/${room}`, { headers: bearer(PUBLISH_KEY) })).json();
     expect(stats).toMatchObject({ seq: 0 });
 
     const ok = await post(secured, `/rooms/${room}/publish`, '{"n":1}', bearer(PUBLISH_KEY));
@@ -260,7 +260,7 @@ describe("subscribe tokens", () => {
     await spoofer.waitFor((e) => e.some((x) => x.type === "error"), "an error event");
     expect(spoofer.events.find((e) => e.type === "error")).toMatchObject({ code: "forbidden", id: "p2" });
 
-    const stats = await (await fetch(`${secured.url}/rooms/${room}`)).json();
+    const stats = await (await fetch(`${secured.url}/rooms/${room}`, { headers: bearer(PUBLISH_KEY) })).json();
     expect(stats).toMatchObject({ seq: 0 });
 
     const publisher = await expectOpen(connect(wsUrl(secured, room, `?token=${await tokenFor(room, { pub: true, sub: "svc-1" })}`)));

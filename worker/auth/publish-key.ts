@@ -33,7 +33,7 @@ export function bearerCredentials(header: string | undefined): string | null {
 /**
  * Requires `Authorization: Bearer <PUBLISH_KEY>` when a publish key is set;
  * lets everything through when it is not (open mode). Guards HTTP publishing,
- * /broadcast and /metrics.
+ * /broadcast, the room listing and room stats, and /metrics.
  */
 export function requirePublishKey(): MiddlewareHandler {
   return async (c, next) => {

@@ -1,14 +1,15 @@
 import { DEFAULT_TOKEN_TTL_SECONDS, mintToken, type TokenRequest } from "./tokens";
 
-export const TOKEN_CLI_USAGE = `Mints a subscribe token signed with TOKEN_SECRET (from the environment).
+export const TOKEN_CLI_USAGE = `Mints a subscribe token signed with TOKEN_SECRET (from the environment, else .dev.vars).
 
-Usage: npm run token -- --room NAME [--prefix P] [--ttl SECONDS] [--sub ID] [--publish]
+Usage: npm run -s token -- --room NAME [--prefix P] [--ttl SECONDS] [--sub ID] [--publish]
 
   --room NAME     exact room the token opens
   --prefix P      every room whose name starts with P (with or instead of --room)
   --ttl SECONDS   lifetime, default ${DEFAULT_TOKEN_TTL_SECONDS}
   --sub ID        subject (who the token is for), logged with refusals
   --publish       the holder may publish over the socket
+  --dev-vars PATH read TOKEN_SECRET from PATH instead of .dev.vars (--no-dev-vars: from none)
 
 Prints the token on stdout. Connect with ws://HOST/rooms/NAME/ws?token=TOKEN
 or offer the subprotocols ["fanout.v1", "token.TOKEN"].`;
@@ -65,7 +66,7 @@ export function parseTokenArgs(argv: readonly string[]): { ok: true; request: To
 export async function runTokenCli(argv: readonly string[], env: Readonly<Record<string, string | undefined>>): Promise<CliResult> {
   if (argv.includes("--help") || argv.includes("-h")) return { code: 0, stdout: `${TOKEN_CLI_USAGE}\n`, stderr: "" };
   const secret = env.TOKEN_SECRET;
-  if (!secret) return fail("TOKEN_SECRET is not set in the environment");
+  if (!secret) return fail("TOKEN_SECRET is not set (in the environment or .dev.vars)");
   const parsed = parseTokenArgs(argv);
   if (!parsed.ok) return fail(parsed.error);
   try {

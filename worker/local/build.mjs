@@ -1,6 +1,6 @@
 // Bundles the worker (and its Durable Objects) into dist/worker.js for the local
 // server. `wrangler deploy` bundles the same entry point on its own.
-import { build } from "esbuild";
+import { build, stop } from "esbuild";
 import { execFileSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 
@@ -24,6 +24,8 @@ export async function buildWorker() {
     sourcemap: "inline",
     logLevel: "warning",
   });
+  // esbuild keeps a service process (and its pipes) for further builds; the launcher makes none.
+  await stop();
   return bundlePath;
 }
 

@@ -8,64 +8,50 @@
 // most clients.
 //
 // What this launcher adds around workerd:
-// - admission control: workerd aborts the whole process when accept() hits
-//   EMFILE, so the launcher samples the process's descriptors and the worker
-//   refuses upgrades with 503 before the limit (worker/local-admission.ts);
-// - graceful shutdown: SIGTERM/SIGINT close every socket with 1012 so clients
-//   reconnect and resume, then workerd exits.
+// - configuration as `wrangler dev` reads it: wrangler.toml [vars], .dev.vars,
+//   the environment and --var (local-vars.mjs), handed to workerd over a pipe so
+//   that secrets never touch the disk (workerd-config.mjs);
+// - the public listening socket, bound here so a taken port is reported
+//   (listen.mjs), and a private directory for the admin socket;
+// - descriptor safety: workerd aborts the whole process when accept() hits
+//   EMFILE, so the launcher samples its descriptors and the worker refuses
+//   upgrades with 503 before the limit (worker/local-admission.ts), and it
+//   either raises workerd's limit to make room for connection storms or puts an
+//   accept gate in front (limits.mjs, gate.mjs);
+// - a watchdog, so that workerd never outlives the launcher (workerd-process.mjs);
+// - graceful shutdown: SIGTERM/SIGINT/SIGHUP refuse new upgrades and close every
+//   socket with 1012 so clients reconnect and resume, then workerd exits.
 //
-// Usage: node worker/local/server.mjs [--no-build] [--var KEY=VALUE ...]
-// Env: PORT (default 8787), HOST (default 127.0.0.1), DATA_DIR (default .data).
+// Usage: node worker/local/server.mjs --help
 
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
-import { dirname, relative, resolve } from "node:path";
+import { mkdirSync, readFileSync, readdirSync, rmSync } from "node:fs";
+import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { adminClient } from "./admin.mjs";
 import { buildWorker, bundlePath, root } from "./build.mjs";
-import { workerdConfig } from "./workerd-config.mjs";
+import { readDevVars } from "./dev-vars.mjs";
+import { startGate } from "./gate.mjs";
+import { DIRECT_MIN_LIMIT, countDescriptors, descriptorLimits, planDescriptors } from "./limits.mjs";
+import { assertPortFree, listenPublic, PortError } from "./listen.mjs";
+import { describeAccess, resolveVars, SECRET_KEYS } from "./local-vars.mjs";
+import { parseOptions, USAGE } from "./options.mjs";
+import { createPrivateDir } from "./private-dir.mjs";
+import { encodeWorkerdConfig, workerdConfig } from "./workerd-config.mjs";
+import { startWorkerd } from "./workerd-process.mjs";
 
 const SAMPLE_INTERVAL_MS = 100;
 const SHUTDOWN_TIMEOUT_MS = 5000;
+const STOP_GRACE_MS = 3000;
+/** Gate mode: how long a connection may stay silent before it is closed. */
+const FIRST_BYTE_MS = 5000;
 
-const args = process.argv.slice(2);
-const overrides = {};
-for (let i = 0; i < args.length; i++) {
-  if (args[i] === "--var" && args[i + 1]?.includes("=")) {
-    const [key, ...rest] = args[++i].split("=");
-    overrides[key] = rest.join("=");
-  }
-}
-const port = Number(process.env.PORT ?? 8787);
-const host = process.env.HOST ?? "127.0.0.1";
-const dataDir = resolve(process.env.DATA_DIR ?? `${root}.data`);
-const url = `http://${host}:${port}`;
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-/** The soft RLIMIT_NOFILE this process (and so workerd, its child) runs with. */
-function descriptorLimit() {
-  const line = readFileSync("/proc/self/limits", "utf8")
-    .split("\n")
-    .find((l) => l.startsWith("Max open files"));
-  const soft = Number(line?.split(/\s+/)[3]);
-  return Number.isFinite(soft) ? soft : 1024;
-}
-
-/**
- * Descriptors kept free for everything that is not an accepted socket: storage
- * files, the refused connections themselves (each holds a descriptor until
- * answered, and closed sockets linger ~10 s), and sockets accepted between two
- * samples (handshake rate × sample interval).
- */
-function ceilingFor(limit) {
-  return limit - Math.max(256, Math.ceil(limit * 0.05));
-}
-
-function countDescriptors(pid) {
-  try {
-    return readdirSync(`/proc/${pid}/fd`).length;
-  } catch {
-    return 0;
-  }
+function fail(message, code = 1) {
+  console.error(`edge-fanout: ${message}`);
+  process.exit(code);
 }
 
 function readWranglerConfig() {
@@ -73,123 +59,237 @@ function readWranglerConfig() {
   return JSON.parse(execFileSync(process.execPath, [script, `${root}wrangler.toml`], { encoding: "utf8" }));
 }
 
-async function waitForHealth(deadlineMs) {
+/** Earlier versions of this launcher wrote their config, secrets included, to dist/workerd-<port>.capnp. */
+function removeStaleConfigs() {
+  let names = [];
+  try {
+    names = readdirSync(`${root}dist`);
+  } catch {
+    return;
+  }
+  for (const name of names) if (/^workerd-\d+\.capnp$/.test(name)) rmSync(`${root}dist/${name}`, { force: true });
+}
+
+/** The vars to bind, reporting problems with .dev.vars by line number and key only (never values). */
+function loadVars(options, tomlVars) {
+  let devVars = {};
+  if (options.devVarsPath !== null) {
+    const file = readDevVars(options.devVarsPath);
+    for (const line of file.malformed) console.error(`edge-fanout: ${options.devVarsPath} line ${line} is not KEY=VALUE; ignored`);
+    devVars = file.vars;
+  }
+  const resolved = resolveVars({ tomlVars, devVars, env: process.env, overrides: options.overrides });
+  for (const key of resolved.ignored) console.error(`edge-fanout: ${options.devVarsPath} sets ${key}, which the service does not use; ignored`);
+  return resolved;
+}
+
+/** workerd's environment: the launcher's, without the secrets (they reach the worker as bindings). */
+function workerdEnv() {
+  const env = { ...process.env };
+  for (const key of SECRET_KEYS) delete env[key];
+  return env;
+}
+
+async function waitForHealth(admin, startId, child, deadlineMs) {
   const deadline = Date.now() + deadlineMs;
   while (Date.now() < deadline) {
+    if (child.exitCode !== null || child.signalCode !== null) return false;
     try {
-      const res = await fetch(`${url}/healthz`);
-      if (res.ok) return true;
+      const res = await admin.call("GET", "/health", undefined, 1000);
+      if (res.status === 200 && res.json?.startId === startId) return true;
     } catch {
       // Not listening yet.
     }
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
   }
   return false;
 }
 
+function banner({ url, host, port, vars, origin, plan, dataDir, pid }) {
+  const keyed = typeof vars.PUBLISH_KEY === "string" && vars.PUBLISH_KEY.trim() !== "";
+  const tokened = typeof vars.TOKEN_SECRET === "string" && vars.TOKEN_SECRET.trim() !== "";
+  const lines = [
+    `edge-fanout listening on ${url}`,
+    `  WebSocket:  ws://${host}:${port}/rooms/{room}/ws${tokened ? "?token=$(npm run -s token -- --room {room})" : ""}`,
+    `  Publish:    curl -X POST ${url}/rooms/{room}/publish${keyed ? ' -H "Authorization: Bearer $PUBLISH_KEY"' : ""} -d 'hello'`,
+    `  Access:     ${describeAccess(vars, origin)}`,
+    `  descriptor limit ${plan.limit}; connection ceiling ${plan.ceiling} descriptors (upgrades past it get 503)`,
+  ];
+  if (plan.mode === "gate") {
+    lines.push(
+      `  accept gate on (${plan.forced ? "--gate on" : `descriptor limit under ${DIRECT_MIN_LIMIT}`}): ` +
+        `at most ${plan.gateConnections} connections (${plan.gateConnections - plan.reservedForHttp} of them sockets), ` +
+        `silent ones closed after ${FIRST_BYTE_MS / 1000} s`,
+    );
+  } else {
+    const roomy = plan.spare >= 3 * plan.ceiling;
+    lines.push(
+      `  no accept gate (${plan.forced ? "--gate off" : `descriptor limit ${DIRECT_MIN_LIMIT} or more`}): ` +
+        `${plan.spare} descriptors spare for connections that are not sockets yet` +
+        (roomy ? "" : "; fewer than three times the ceiling: a storm of idle connections can abort workerd"),
+    );
+  }
+  lines.push(`  data in ${dataDir}; workerd pid ${pid}`);
+  return lines.join("\n");
+}
+
 async function main() {
-  if (!args.includes("--no-build")) await buildWorker();
+  const parsed = parseOptions(process.argv.slice(2), process.env, root);
+  if (!parsed.ok) fail(`${parsed.error}\n\n${USAGE}`, 2);
+  const options = parsed.options;
+  if (options.help) {
+    console.log(USAGE);
+    return;
+  }
+  const { host, port } = options;
+  const dataDir = resolve(options.dataDir);
+
+  // A taken port fails the start before the slow part.
+  await assertPortFree(host, port);
+  if (options.build) await buildWorker();
+  removeStaleConfigs();
   const config = readWranglerConfig();
-  const adminToken = randomUUID();
+  const { vars, origin } = loadVars(options, config.vars);
+  const plan = planDescriptors(descriptorLimits(), options.gate, options.ceiling);
   mkdirSync(dataDir, { recursive: true });
-  const configPath = `${root}dist/workerd-${port}.capnp`;
-  writeFileSync(
-    configPath,
+
+  const privateDir = createPrivateDir();
+  let child = null;
+  process.on("exit", () => {
+    // Crash paths included: workerd goes with the launcher (the watchdog would see to it within 2 s anyway).
+    if (child && child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+    privateDir.remove();
+  });
+  const adminPath = join(privateDir.path, "admin.sock");
+  const relayPath = join(privateDir.path, "http.sock");
+  const adminToken = randomUUID();
+  const startId = randomUUID();
+  const encoded = await encodeWorkerdConfig(
     workerdConfig({
-      bundleEmbedPath: relative(dirname(configPath), bundlePath),
+      bundle: readFileSync(bundlePath, "utf8"),
       compatibilityDate: config.compatibility_date,
       compatibilityFlags: config.compatibility_flags ?? [],
-      vars: { ...config.vars, ...overrides, LOCAL_ADMIN_TOKEN: adminToken },
+      vars: { ...vars, LOCAL_ADMIN_TOKEN: adminToken, LOCAL_START_ID: startId },
       durableObjects: config.durable_objects.bindings.map((b) => ({ binding: b.name, className: b.class_name })),
-      address: `${host}:${port}`,
       dataDir,
+      httpAddress: plan.mode === "gate" ? `unix:${relayPath}` : null,
+      adminAddress: `unix:${adminPath}`,
+      adminToken,
     }),
   );
 
-  const limit = descriptorLimit();
-  const ceiling = ceilingFor(limit);
-  const workerdBin = resolve(root, "node_modules/workerd/bin/workerd");
-  // Its own process group: Ctrl-C in a terminal signals the whole foreground
-  // group, and workerd must outlive the signal long enough to close sockets.
-  const child = spawn(workerdBin, ["serve", configPath, "--experimental"], {
-    stdio: ["ignore", "inherit", "inherit"],
-    detached: true,
+  // Bound again here, just before workerd starts: in direct mode workerd
+  // inherits this socket and the launcher closes its own copy in the same turn
+  // of the event loop, before it could accept anything.
+  const publicServer = await listenPublic(host, port);
+  const boundPort = /** @type {import("node:net").AddressInfo} */ (publicServer.address()).port;
+  const url = `http://${host}:${boundPort}`;
+  const workerd = startWorkerd({
+    bin: resolve(root, "node_modules/workerd/bin/workerd"),
+    config: encoded,
+    // No public API gives a listening socket's descriptor; the handle's is stable on every Unix.
+    listenFd: plan.mode === "direct" ? publicServer._handle.fd : null,
+    privateDir: privateDir.path,
+    env: workerdEnv(),
   });
-  process.on("exit", () => child.kill("SIGKILL"));
+  child = workerd.child;
+  const gate =
+    plan.mode === "gate"
+      ? startGate(publicServer, {
+          upstreamPath: relayPath,
+          descriptors: plan.gateDescriptors,
+          maxConnections: plan.gateConnections,
+          reservedForHttp: plan.reservedForHttp,
+          firstByteMs: FIRST_BYTE_MS,
+          // The room's own limit: a message over it would be refused with 1009 anyway, after workerd buffered it.
+          maxMessageBytes: Number(vars.MAX_FRAME_BYTES) || 65_536,
+          report: (counts) => console.log(JSON.stringify({ event: "gate", ...counts })),
+        })
+      : null;
+  if (plan.mode === "direct") publicServer.close();
+
   let stopping = false;
-  child.on("exit", (code, signal) => {
+  const admin = adminClient(adminPath);
+  child.on("exit", async (code, signal) => {
+    await workerd.release();
+    gate?.close();
+    admin.close();
+    privateDir.remove();
     if (!stopping) {
       console.error(`workerd exited unexpectedly (code ${code}, signal ${signal})`);
       process.exit(1);
     }
+    process.exit(0);
   });
 
-  if (!(await waitForHealth(20_000))) {
-    console.error("workerd did not become healthy within 20 s");
-    child.kill("SIGKILL");
-    process.exit(1);
+  // The exit handler above stops workerd on these failures.
+  if (!(await waitForHealth(admin, startId, child, 20_000))) fail("workerd did not become healthy within 20 s");
+  try {
+    const res = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(5000) });
+    await res.arrayBuffer();
+    if (!res.ok) throw new Error(`HTTP ${res.status}`);
+  } catch (error) {
+    fail(`${url} does not answer: ${error}`);
   }
 
-  // Sample descriptors and report them; the worker counts admissions since the
-  // sample's basis, so sockets accepted between samples are never missed.
-  let basis = 0;
+  // Sample descriptors and report them. Each sample is paired with the
+  // admission count the worker answered just before it was taken; the worker
+  // adds admissions since then, so sockets accepted between samples are never
+  // missed (and are counted twice only in the moment between answer and count).
   let sampling = true;
   const sampleLoop = async () => {
+    let basis = 0;
+    let fds = countDescriptors(child.pid);
     while (sampling) {
-      const fds = countDescriptors(child.pid);
       try {
-        const res = await fetch(`${url}/__local/pressure`, {
-          method: "POST",
-          headers: { "x-local-admin-token": adminToken, "content-type": "application/json" },
-          body: JSON.stringify({ fds, basis, ceiling }),
-        });
-        if (res.ok) basis = (await res.json()).admitted;
+        const res = await admin.call("POST", "/pressure", { fds, basis, ceiling: plan.ceiling }, 2000);
+        if (res.status === 200) {
+          basis = res.json.admitted;
+          fds = countDescriptors(child.pid);
+        }
       } catch {
         // A busy moment; the next sample catches up.
       }
-      await new Promise((r) => setTimeout(r, SAMPLE_INTERVAL_MS));
+      await sleep(SAMPLE_INTERVAL_MS);
     }
   };
   void sampleLoop();
 
   // One write, so whoever waits for "listening on" also has the rest.
-  console.log(
-    [
-      `edge-fanout listening on ${url}`,
-      `  WebSocket:  ws://${host}:${port}/rooms/{room}/ws`,
-      `  Publish:    curl -X POST ${url}/rooms/{room}/publish -d 'hello'`,
-      `  descriptor limit ${limit}; connection ceiling ${ceiling} descriptors (upgrades past it get 503)`,
-      `  data in ${dataDir}; workerd pid ${child.pid}`,
-    ].join("\n"),
-  );
+  console.log(banner({ url, host, port: boundPort, vars, origin, plan, dataDir, pid: child.pid }));
 
+  const stopWorkerd = () => {
+    child.kill("SIGTERM");
+    setTimeout(() => child.kill("SIGKILL"), STOP_GRACE_MS).unref();
+  };
   const shutdown = async (signal) => {
-    if (stopping) return;
+    if (stopping) {
+      // A second Ctrl-C: stop waiting.
+      if (signal === "SIGINT") child.kill("SIGKILL");
+      return;
+    }
     stopping = true;
     sampling = false;
     console.log(`${signal}: closing every socket with 1012 (service restart)`);
     try {
-      const res = await fetch(`${url}/__local/shutdown`, {
-        method: "POST",
-        headers: { "x-local-admin-token": adminToken },
-        signal: AbortSignal.timeout(SHUTDOWN_TIMEOUT_MS),
-      });
-      const closed = await res.json();
+      // From the first call on, new upgrades are refused with 503 and Retry-After.
+      const closed = (await admin.call("POST", "/shutdown", undefined, SHUTDOWN_TIMEOUT_MS)).json;
       console.log(`closed ${closed.sockets} sockets in ${closed.rooms} rooms`);
+      // Sockets whose upgrade was already past admission when the first pass ran.
+      await sleep(250);
+      await admin.call("POST", "/shutdown", undefined, SHUTDOWN_TIMEOUT_MS);
       // Let the close frames leave before the process goes.
-      await new Promise((r) => setTimeout(r, 250));
+      await sleep(250);
     } catch (error) {
       console.error(`graceful close failed: ${error}`);
     }
-    child.kill("SIGTERM");
-    const timer = setTimeout(() => child.kill("SIGKILL"), 3000);
-    child.on("exit", () => {
-      clearTimeout(timer);
-      process.exit(0);
-    });
+    stopWorkerd();
   };
-  process.on("SIGTERM", () => void shutdown("SIGTERM"));
-  process.on("SIGINT", () => void shutdown("SIGINT"));
+  for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"]) process.on(signal, () => void shutdown(signal));
 }
 
-await main();
+main().catch((error) => {
+  if (error instanceof PortError) fail(error.message);
+  console.error(error);
+  process.exit(1);
+});

@@ -1,45 +1,72 @@
-// Renders the workerd configuration (Cap'n Proto text) for the local server
-// from the same facts wrangler.toml gives `wrangler deploy`.
-// `bundleEmbedPath` is relative to the config file (Cap'n Proto embeds resolve there).
+// The workerd configuration of the local server, from the same facts
+// wrangler.toml gives `wrangler deploy`, encoded as a binary Cap'n Proto
+// message for `workerd serve --binary -`: it reaches workerd over a pipe and
+// is never written to disk, because it holds the secrets and the admin token.
+//
+// Sockets:
+// - "http", the service's: the public listening socket (direct mode, passed as
+//   a descriptor) or a Unix socket the accept gate relays to. Requests on it
+//   lose any admin header a client sent.
+// - "admin", a Unix socket in the launcher's private directory: requests on it
+//   carry the admin header (worker/local-routes.ts), set by workerd itself.
 
-const quote = (text) => JSON.stringify(String(text));
+import { createRequire } from "node:module";
+
+/** The header that opens the worker's admin routes; the same name as LOCAL_ADMIN_HEADER in worker/local-routes.ts. */
+const LOCAL_ADMIN_HEADER = "x-local-admin-token";
 
 /**
  * @param {{
- *   bundleEmbedPath: string; compatibilityDate: string; compatibilityFlags: string[];
+ *   bundle: string; compatibilityDate: string; compatibilityFlags: string[];
  *   vars: Record<string, unknown>; durableObjects: { binding: string; className: string }[];
- *   address: string; dataDir: string;
- * }} options
+ *   dataDir: string; httpAddress: string | null; adminAddress: string; adminToken: string;
+ * }} options httpAddress: null when the socket is passed as a descriptor
  */
 export function workerdConfig(options) {
-  const bindings = [
-    ...Object.entries(options.vars).map(([name, value]) =>
-      `(name = ${quote(name)}, text = ${quote(typeof value === "string" ? value : JSON.stringify(value))})`,
-    ),
-    ...options.durableObjects.map((d) => `(name = ${quote(d.binding)}, durableObjectNamespace = ${quote(d.className)})`),
-  ];
-  const namespaces = options.durableObjects.map(
-    (d) => `(className = ${quote(d.className)}, uniqueKey = ${quote(`edge-fanout-${d.className}`)}, enableSql = true)`,
-  );
-  return `using Workerd = import "/workerd/workerd.capnp";
+  const text = (value) => (typeof value === "string" ? value : JSON.stringify(value));
+  return {
+    services: [
+      {
+        name: "main",
+        worker: {
+          modules: [{ name: "worker.js", esModule: options.bundle }],
+          compatibilityDate: options.compatibilityDate,
+          compatibilityFlags: options.compatibilityFlags,
+          bindings: [
+            ...Object.entries(options.vars).map(([name, value]) => ({ name, text: text(value) })),
+            ...options.durableObjects.map((d) => ({ name: d.binding, durableObjectNamespace: { className: d.className } })),
+          ],
+          durableObjectNamespaces: options.durableObjects.map((d) => ({
+            className: d.className,
+            uniqueKey: `edge-fanout-${d.className}`,
+            enableSql: true,
+          })),
+          durableObjectStorage: { localDisk: "storage" },
+        },
+      },
+      { name: "storage", disk: { path: options.dataDir, writable: true } },
+    ],
+    sockets: [
+      {
+        name: "http",
+        ...(options.httpAddress === null ? {} : { address: options.httpAddress }),
+        // A header without a value is removed from every request.
+        http: { injectRequestHeaders: [{ name: LOCAL_ADMIN_HEADER }] },
+        service: { name: "main" },
+      },
+      {
+        name: "admin",
+        address: options.adminAddress,
+        http: { injectRequestHeaders: [{ name: LOCAL_ADMIN_HEADER, value: options.adminToken }] },
+        service: { name: "main" },
+      },
+    ],
+  };
+}
 
-const config :Workerd.Config = (
-  services = [
-    (name = "main", worker = .mainWorker),
-    (name = "storage", disk = (path = ${quote(options.dataDir)}, writable = true)),
-  ],
-  sockets = [(name = "http", address = ${quote(options.address)}, http = (), service = "main")],
-);
-
-const mainWorker :Workerd.Worker = (
-  modules = [(name = "worker.js", esModule = embed ${quote(options.bundleEmbedPath)})],
-  compatibilityDate = ${quote(options.compatibilityDate)},
-  compatibilityFlags = [${options.compatibilityFlags.map(quote).join(", ")}],
-  bindings = [
-    ${bindings.join(",\n    ")}
-  ],
-  durableObjectNamespaces = [${namespaces.join(", ")}],
-  durableObjectStorage = (localDisk = "storage"),
-);
-`;
+/** Encodes a config with miniflare's serializer, which follows workerd's own schema. */
+export async function encodeWorkerdConfig(config) {
+  const require = createRequire(import.meta.url);
+  const { serializeConfig } = await import(require.resolve("miniflare"));
+  return serializeConfig(config);
 }

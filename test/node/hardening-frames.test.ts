@@ -1,0 +1,111 @@
+import { readFileSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import WebSocket from "ws";
+import { CloseCode } from "../../client-sdk/src/protocol";
+import { startServer, type LocalServer } from "../helpers/server";
+
+// workerd buffers a client message whole (up to 32 MiB) before the room can
+// refuse it. Behind the accept gate an oversized message is refused at its
+// frame header instead; without the gate the room still refuses it, after the
+// runtime has buffered it (docs/security.md gives the figure).
+
+let gated: LocalServer;
+let direct: LocalServer;
+
+beforeAll(async () => {
+  [gated, direct] = await Promise.all([startServer({ gate: "on" }), startServer({ gate: "off" })]);
+});
+
+afterAll(async () => {
+  await Promise.all([gated?.stop(), direct?.stop()]);
+});
+
+const MAX_FRAME = 65_536;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function rssMb(pid: number): number {
+  return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0) / 1024;
+}
+
+interface Client {
+  ws: WebSocket;
+  events: Record<string, unknown>[];
+  closed: Promise<number>;
+}
+
+function open(server: LocalServer, room: string): Promise<Client> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(`${server.wsUrl}/rooms/${room}/ws`, { perMessageDeflate: false });
+    const events: Record<string, unknown>[] = [];
+    ws.on("message", (data) => {
+      const text = data.toString();
+      if (text !== "pong") events.push(...([JSON.parse(text)].flat() as Record<string, unknown>[]));
+    });
+    const closed = new Promise<number>((settle) => {
+      ws.on("close", (code) => settle(code));
+      ws.once("open", () => (ws as unknown as { _receiver?: NodeJS.EventEmitter })._receiver?.on("conclude", (code: number) => settle(code)));
+    });
+    ws.once("open", () => resolve({ ws, events, closed }));
+    ws.once("error", reject);
+  });
+}
+
+async function waitFor(client: Client, predicate: (e: Record<string, unknown>) => boolean): Promise<Record<string, unknown>> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const found = client.events.find(predicate);
+    if (found) return found;
+    if (Date.now() > deadline) throw new Error(`timed out; events: ${JSON.stringify(client.events.slice(-3))}`);
+    await sleep(20);
+  }
+}
+
+describe("oversized client messages", () => {
+  it("behind the gate are refused with 1009 at their header, before workerd buffers them", async () => {
+    const room = "big-gated";
+    const bystander = await open(gated, room);
+    const senders = await Promise.all(Array.from({ length: 8 }, () => open(gated, room)));
+    const before = rssMb(gated.workerdPid);
+    const frame = "x".repeat(8 * 1024 * 1024);
+    for (const s of senders) s.ws.send(frame);
+    const codes = await Promise.all(senders.map((s) => s.closed));
+    expect(codes).toEqual(Array(8).fill(CloseCode.MESSAGE_TOO_BIG));
+    // 64 MB sent; workerd saw none of it (the room would have, and needs ~1x each frame).
+    expect(rssMb(gated.workerdPid) - before).toBeLessThan(16);
+    // The room's other sockets are served as before.
+    bystander.ws.send(JSON.stringify({ type: "publish", data: "still here", id: "b1" }));
+    expect(await waitFor(bystander, (e) => e.type === "published")).toMatchObject({ id: "b1", seq: 1 });
+    bystander.ws.close();
+  });
+
+  it("behind the gate are counted across fragments, and messages within the limit pass whole or fragmented", async () => {
+    const room = "fragments";
+    const client = await open(gated, room);
+    // Exactly the limit: a valid publish frame of MAX_FRAME bytes reaches the room and is published.
+    const envelope = JSON.stringify({ type: "publish", data: "", id: "edge" });
+    const exact = JSON.stringify({ type: "publish", data: "y".repeat(MAX_FRAME - envelope.length), id: "edge" });
+    expect(Buffer.byteLength(exact)).toBe(MAX_FRAME);
+    client.ws.send(exact);
+    expect(await waitFor(client, (e) => e.type === "published" && e.id === "edge")).toMatchObject({ seq: 1 });
+    // A message in two fragments, 40 KB in all.
+    const whole = JSON.stringify({ type: "publish", data: "z".repeat(40_000), id: "frag" });
+    client.ws.send(whole.slice(0, 20_000), { fin: false });
+    client.ws.send(whole.slice(20_000), { fin: true });
+    expect(await waitFor(client, (e) => e.type === "published" && e.id === "frag")).toMatchObject({ seq: 2 });
+    // Two fragments of 40 KB: each within the limit, the message not.
+    client.ws.send("a".repeat(40_000), { fin: false });
+    client.ws.send("a".repeat(40_000), { fin: true });
+    expect(await client.closed).toBe(CloseCode.MESSAGE_TOO_BIG);
+  });
+
+  it("without the gate are refused by the room with 1009, after the runtime buffered them", async () => {
+    const room = "big-direct";
+    const bystander = await open(direct, room);
+    const sender = await open(direct, room);
+    sender.ws.send("x".repeat(2 * 1024 * 1024));
+    expect(await sender.closed).toBe(CloseCode.MESSAGE_TOO_BIG);
+    bystander.ws.send(JSON.stringify({ type: "publish", data: "still here", id: "d1" }));
+    expect(await waitFor(bystander, (e) => e.type === "published")).toMatchObject({ id: "d1" });
+    bystander.ws.close();
+  });
+});

@@ -1,0 +1,153 @@
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterEach, describe, expect, it } from "vitest";
+import WebSocket from "ws";
+import { CloseCode } from "../../client-sdk/src/protocol";
+import { freePort, privateDirOf, startServer, type LocalServer } from "../helpers/server";
+
+// Whatever stops the launcher stops workerd; a start that cannot have its port
+// says so; a shutting-down server refuses new sockets instead of dropping them.
+
+const root = fileURLToPath(new URL("../../", import.meta.url));
+const servers: LocalServer[] = [];
+async function serve(...args: Parameters<typeof startServer>): Promise<LocalServer> {
+  const server = await startServer(...args);
+  servers.push(server);
+  return server;
+}
+
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((s) => s.stop("SIGKILL")));
+});
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function until(condition: () => boolean, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (condition()) return true;
+    await sleep(50);
+  }
+  return condition();
+}
+
+function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = createServer();
+    probe.once("error", () => resolve(false));
+    probe.listen(port, "127.0.0.1", () => probe.close(() => resolve(true)));
+  });
+}
+
+
+function openSocket(url: string): Promise<{ ws: WebSocket; closed: Promise<number> }> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url);
+    const closed = new Promise<number>((settle) => {
+      ws.on("close", (code) => settle(code));
+      ws.once("open", () => {
+        // The close frame is the answer; the TCP connection may linger after it.
+        const receiver = (ws as unknown as { _receiver?: NodeJS.EventEmitter })._receiver;
+        receiver?.on("conclude", (code: number) => settle(code));
+      });
+    });
+    ws.once("open", () => resolve({ ws, closed }));
+    ws.once("unexpected-response", (_req, res) => reject(new Error(`HTTP ${res.statusCode}`)));
+    ws.once("error", reject);
+  });
+}
+
+describe("workerd never outlives the launcher", () => {
+  it("stops workerd, frees the port and removes the private directory when the launcher is killed with SIGKILL", async () => {
+    const server = await serve();
+    const workerd = server.workerdPid;
+    const privateDir = privateDirOf(workerd);
+    expect(privateDir && existsSync(privateDir)).toBeTruthy();
+    process.kill(server.pid, "SIGKILL");
+    expect(await until(() => !alive(workerd), 6000)).toBe(true);
+    expect(await portFree(server.port)).toBe(true);
+    expect(await until(() => !existsSync(privateDir as string), 3000)).toBe(true);
+    // And the next start on the same port and data gets it.
+    const again = await serve({ port: server.port, dataDir: server.dataDir });
+    const res = await fetch(`${again.url}/healthz`);
+    expect(res.status).toBe(200);
+  }, 30_000);
+
+  it("stops everything when `npm start` itself gets SIGTERM", async () => {
+    const port = await freePort();
+    const npm = spawn("npm", ["start", "--", "--no-build", "--no-dev-vars"], {
+      cwd: root,
+      env: { ...process.env, PORT: String(port), DATA_DIR: mkdtempSync(join(tmpdir(), "fanout-npm-")) },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let output = "";
+    npm.stdout.on("data", (d: Buffer) => (output += d.toString()));
+    npm.stderr.on("data", (d: Buffer) => (output += d.toString()));
+    expect(await until(() => /workerd pid \d+/.test(output), 30_000)).toBe(true);
+    const workerd = Number(/workerd pid (\d+)/.exec(output)?.[1]);
+    const socket = await openSocket(`ws://127.0.0.1:${port}/rooms/npm/ws`);
+    npm.kill("SIGTERM");
+    expect(await socket.closed).toBe(CloseCode.SERVICE_RESTART);
+    expect(await until(() => !alive(workerd), 8000)).toBe(true);
+    expect(await until(() => npm.exitCode !== null || npm.signalCode !== null, 5000)).toBe(true);
+    expect(await portFree(port)).toBe(true);
+  }, 45_000);
+});
+
+describe("starting", () => {
+  it("says the port is taken and exits non-zero, leaving the server on it alone", async () => {
+    const server = await serve();
+    const started = Date.now();
+    const second = spawn(process.execPath, [join(root, "worker/local/server.mjs"), "--no-build", "--no-dev-vars"], {
+      env: { ...process.env, PORT: String(server.port), DATA_DIR: mkdtempSync(join(tmpdir(), "fanout-taken-")) },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let output = "";
+    second.stdout.on("data", (d: Buffer) => (output += d.toString()));
+    second.stderr.on("data", (d: Buffer) => (output += d.toString()));
+    const code = await new Promise<number | null>((resolve) => second.once("exit", resolve));
+    expect(code).not.toBe(0);
+    expect(output).toMatch(/127\.0\.0\.1:\d+ is already in use/);
+    expect(output).not.toContain("listening on");
+    // It failed before building or starting anything.
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
+  });
+});
+
+describe("shutting down", () => {
+  it("refuses upgrades with 503 and Retry-After once it has closed its sockets, instead of accepting them", async () => {
+    const server = await serve();
+    const first = await openSocket(`${server.wsUrl}/rooms/drain/ws`);
+    const stopped = server.stop("SIGTERM");
+    expect(await first.closed).toBe(CloseCode.SERVICE_RESTART);
+    // A client that reconnects at once is told to come back later.
+    const answer = await new Promise<{ status: number; retryAfter: string | undefined; body: string }>((resolve, reject) => {
+      const ws = new WebSocket(`${server.wsUrl}/rooms/drain/ws`);
+      ws.once("open", () => reject(new Error("a shutting-down server accepted a socket")));
+      ws.once("unexpected-response", (_req, res) => {
+        let body = "";
+        res.on("data", (chunk: Buffer) => (body += chunk.toString()));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, retryAfter: res.headers["retry-after"] as string | undefined, body }));
+      });
+      ws.once("error", reject);
+    });
+    expect(answer.status).toBe(503);
+    expect(answer.retryAfter).toBeDefined();
+    expect(JSON.parse(answer.body)).toMatchObject({ error: "over_capacity" });
+    await stopped;
+  });
+});

@@ -1,0 +1,65 @@
+// The vars and secrets the local server binds, and where each came from.
+//
+// Precedence, highest first (as `wrangler dev`, plus the process environment):
+//   1. --var KEY=VALUE on the command line (any key)
+//   2. the environment (known keys only; an empty value counts as unset, so a
+//      stray `export TOKEN_SECRET=` cannot switch a check off)
+//   3. .dev.vars (known keys only; others are reported and ignored)
+//   4. wrangler.toml [vars]
+// Known keys are those of wrangler.toml [vars] plus the access settings.
+
+/** Access settings (docs/security.md); the first two are secrets. */
+export const ACCESS_KEYS = ["PUBLISH_KEY", "TOKEN_SECRET", "ALLOWED_ORIGINS"];
+export const SECRET_KEYS = ["PUBLISH_KEY", "TOKEN_SECRET"];
+
+/**
+ * @param {{
+ *   tomlVars: Record<string, unknown>;
+ *   devVars: Record<string, string>;
+ *   env: Record<string, string | undefined>;
+ *   overrides: Record<string, string>;
+ * }} sources
+ * @returns {{ vars: Record<string, unknown>; origin: Record<string, string>; ignored: string[] }}
+ *   origin: where each bound key came from; ignored: .dev.vars keys that are not known
+ */
+export function resolveVars({ tomlVars, devVars, env, overrides }) {
+  const known = new Set([...Object.keys(tomlVars), ...ACCESS_KEYS]);
+  /** @type {Record<string, unknown>} */
+  const vars = { ...tomlVars };
+  /** @type {Record<string, string>} */
+  const origin = Object.fromEntries(Object.keys(tomlVars).map((k) => [k, "wrangler.toml"]));
+  const ignored = [];
+  for (const [key, value] of Object.entries(devVars)) {
+    if (!known.has(key)) {
+      ignored.push(key);
+      continue;
+    }
+    vars[key] = value;
+    origin[key] = ".dev.vars";
+  }
+  for (const key of known) {
+    const value = env[key];
+    if (value === undefined || value === "") continue;
+    vars[key] = value;
+    origin[key] = "environment";
+  }
+  for (const [key, value] of Object.entries(overrides)) {
+    vars[key] = value;
+    origin[key] = "--var";
+  }
+  return { vars, origin, ignored };
+}
+
+/**
+ * One line for the banner saying which access settings are on and where they
+ * came from; never their values.
+ * @param {Record<string, unknown>} vars
+ * @param {Record<string, string>} origin
+ */
+export function describeAccess(vars, origin) {
+  return ACCESS_KEYS.map((key) => {
+    const value = vars[key];
+    const set = typeof value === "string" && value.trim() !== "";
+    return set ? `${key} set (${origin[key]})` : `${key} not set`;
+  }).join(", ");
+}

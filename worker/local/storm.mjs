@@ -1,0 +1,354 @@
+#!/usr/bin/env node
+// Measures the local server under descriptor pressure: starts it (optionally
+// under a descriptor limit), holds a number of WebSockets, then throws a storm
+// of idle TCP connections and a storm of upgrades at it, and checks that it is
+// still running and serving the sockets it held. Also reports what each held
+// socket costs (memory and descriptors of the launcher and of workerd), the
+// handshake rate, with --publishes the CPU per delivery, and with --big-frames
+// what oversized client frames cost before the room refuses them, and with
+// --uploads whether oversize publish bodies get their 413 or a reset.
+//
+// Only 127.0.0.1; every phase is bounded in count and time. The clients run in
+// this process, under its own descriptor limit (raise it, not the server's).
+//
+//   node worker/local/storm.mjs --ulimit 600 --sockets 200 --idle 1800 --upgrades 1800
+//   node worker/local/storm.mjs --ulimit 1024 --sockets 200 --idle 3072 --upgrades 3072
+//   node worker/local/storm.mjs --gate on --sockets 5000 --publishes 20
+//   node worker/local/storm.mjs --sockets 10 --big-frames 10 --frame-bytes 31457280
+//   node worker/local/storm.mjs --sockets 0 --uploads 20 --upload-bytes 4194304
+// --launcher PATH runs another server.mjs (an earlier version, to compare).
+//
+// Prints one JSON object. Build first (npm run build); the server starts with --no-build.
+
+import { spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
+import { connect } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { fileURLToPath } from "node:url";
+import WebSocket from "ws";
+
+const { values } = parseArgs({
+  options: {
+    ulimit: { type: "string" },
+    gate: { type: "string", default: "auto" },
+    port: { type: "string", default: "18731" },
+    sockets: { type: "string", default: "200" },
+    idle: { type: "string", default: "0" },
+    upgrades: { type: "string", default: "0" },
+    "hold-ms": { type: "string", default: "6000" },
+    publishes: { type: "string", default: "0" },
+    "big-frames": { type: "string", default: "0" },
+    uploads: { type: "string", default: "0" },
+    "upload-bytes": { type: "string", default: "4194304" },
+    launcher: { type: "string" },
+    "frame-bytes": { type: "string", default: "31457280" },
+  },
+});
+const num = (name) => {
+  const v = Number(values[name]);
+  if (!Number.isInteger(v) || v < 0) throw new Error(`--${name} must be a whole number`);
+  return v;
+};
+const port = num("port");
+const base = `http://127.0.0.1:${port}`;
+const wsBase = `ws://127.0.0.1:${port}`;
+const holdMs = num("hold-ms");
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// --- /proc ------------------------------------------------------------------
+
+function proc(pid) {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, "utf8");
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return {
+      rssKb: Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0),
+      cpuMs: (Number(f[11]) + Number(f[12])) * 10,
+      fds: readdirSync(`/proc/${pid}/fd`).length,
+    };
+  } catch {
+    return null;
+  }
+}
+
+// --- the server ---------------------------------------------------------------
+
+async function startServer() {
+  const script = values.launcher ?? fileURLToPath(new URL("./server.mjs", import.meta.url));
+  const dataDir = mkdtempSync(join(tmpdir(), "fanout-storm-"));
+  // Sets soft and hard: Node raises its soft limit to the hard one anyway. Raising it takes root.
+  const limits = values.ulimit ? `ulimit -n ${num("ulimit")}` : "true";
+  const child = spawn("/bin/sh", ["-c", `${limits} && exec "$0" "$@"`, process.execPath, script, "--no-build", "--no-dev-vars", "--gate", values.gate], {
+    env: { ...process.env, PORT: String(port), DATA_DIR: dataDir },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout.on("data", (d) => (output += d));
+  child.stderr.on("data", (d) => (output += d));
+  const deadline = Date.now() + 60_000;
+  while (!/workerd pid (\d+)/.test(output)) {
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`server did not start:\n${output}`);
+    await sleep(50);
+  }
+  const workerdPid = Number(/workerd pid (\d+)/.exec(output)?.[1]);
+  return {
+    launcherPid: child.pid,
+    workerdPid,
+    output: () => output,
+    alive: () => child.exitCode === null && proc(workerdPid) !== null,
+    stop: async () => {
+      child.kill("SIGTERM");
+      await new Promise((r) => (child.exitCode !== null ? r() : child.once("exit", r)));
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+function sample(server) {
+  return { launcher: proc(server.launcherPid), workerd: proc(server.workerdPid) };
+}
+
+// --- clients ------------------------------------------------------------------
+
+/** Opens one WebSocket; resolves { ws } or { status } (refused) or { error }. Refused connections are left open. */
+function openSocket(url, onMessage) {
+  return new Promise((resolve) => {
+    const ws = new WebSocket(url, { perMessageDeflate: false, handshakeTimeout: 15_000 });
+    ws.on("message", (data) => onMessage?.(data.toString()));
+    ws.once("open", () => resolve({ ws }));
+    ws.once("unexpected-response", (req, res) => {
+      res.resume();
+      resolve({ status: res.statusCode, socket: req.socket });
+    });
+    ws.once("error", (error) => resolve({ error: error.code ?? error.message }));
+  });
+}
+
+async function holdSockets(count, room) {
+  const held = [];
+  const received = new Map();
+  const started = Date.now();
+  const refused = {};
+  for (let i = 0; i < count; i += 100) {
+    const batch = await Promise.all(
+      Array.from({ length: Math.min(100, count - i) }, () =>
+        openSocket(`${wsBase}/rooms/${room}/ws`, (text) => {
+          if (text.includes('"type":"message"')) received.set(text, (received.get(text) ?? 0) + 1);
+        }),
+      ),
+    );
+    for (const r of batch) {
+      if (r.ws) held.push(r.ws);
+      else refused[r.status ?? r.error] = (refused[r.status ?? r.error] ?? 0) + 1;
+    }
+  }
+  return { held, refused, ms: Date.now() - started, received };
+}
+
+async function publish(room, data) {
+  const res = await fetch(`${base}/rooms/${room}/publish`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(data) });
+  return { status: res.status, body: await res.json() };
+}
+
+/** Publishes and waits until every held socket has the message. */
+async function servedCheck(room, heldCount, received, tag) {
+  let answer;
+  try {
+    answer = await publish(room, { check: tag });
+  } catch (error) {
+    return { error: String(error.cause?.code ?? error) };
+  }
+  const deadline = Date.now() + 10_000;
+  const delivered = () => [...received].filter(([text]) => text.includes(`"check":"${tag}"`)).reduce((a, [, n]) => a + n, 0);
+  while (delivered() < heldCount && Date.now() < deadline) await sleep(50);
+  return { status: answer.status, recipients: answer.body.recipients, delivered: delivered() };
+}
+
+async function idleStorm(count) {
+  const sockets = [];
+  const result = { connected: 0, errors: 0, closedByServer: 0 };
+  for (let i = 0; i < count; i++) {
+    const s = connect(port, "127.0.0.1");
+    s.on("connect", () => (result.connected += 1));
+    s.on("error", () => (result.errors += 1));
+    s.on("close", () => {
+      if (!s.destroyedByUs) result.closedByServer += 1;
+    });
+    sockets.push(s);
+  }
+  return {
+    result,
+    end: () => {
+      for (const s of sockets) {
+        s.destroyedByUs = true;
+        s.destroy();
+      }
+    },
+  };
+}
+
+async function upgradeStorm(count, room) {
+  const outcomes = await Promise.all(Array.from({ length: count }, () => openSocket(`${wsBase}/rooms/${room}/ws`)));
+  const result = { opened: 0, refused: {}, errors: {} };
+  for (const o of outcomes) {
+    if (o.ws) result.opened += 1;
+    else if (o.status) result.refused[o.status] = (result.refused[o.status] ?? 0) + 1;
+    else result.errors[o.error] = (result.errors[o.error] ?? 0) + 1;
+  }
+  return {
+    result,
+    end: () => {
+      for (const o of outcomes) (o.ws ? o.ws.terminate() : o.socket?.destroy());
+    },
+  };
+}
+
+/** Highest descriptor counts seen while `during` runs. */
+async function peaks(server, during) {
+  const peak = { launcher: 0, workerd: 0 };
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      const s = sample(server);
+      peak.launcher = Math.max(peak.launcher, s.launcher?.fds ?? 0);
+      peak.workerd = Math.max(peak.workerd, s.workerd?.fds ?? 0);
+      await sleep(20);
+    }
+  })();
+  const value = await during();
+  running = false;
+  await loop;
+  return { value, peakFds: peak };
+}
+
+// --- run ----------------------------------------------------------------------
+
+const server = await startServer();
+const report = { args: values, banner: server.output().split("\n").filter((l) => l.startsWith("  ")).map((l) => l.trim()) };
+try {
+  await sleep(1000);
+  const room = "storm";
+  const before = sample(server);
+  const hold = await holdSockets(num("sockets"), room);
+  await sleep(2000);
+  const after = sample(server);
+  const n = hold.held.length;
+  const per = (k) => ({
+    rssKb: n ? +((after[k].rssKb - before[k].rssKb) / n).toFixed(1) : null,
+    fds: n ? +((after[k].fds - before[k].fds) / n).toFixed(2) : null,
+    cpuMsPerHandshake: n ? +((after[k].cpuMs - before[k].cpuMs) / n).toFixed(3) : null,
+  });
+  report.held = { sockets: n, refused: hold.refused, handshakesPerSecond: Math.round((n * 1000) / hold.ms), perSocket: { launcher: per("launcher"), workerd: per("workerd") } };
+
+  if (num("publishes") > 0) {
+    const s0 = sample(server);
+    for (let i = 0; i < num("publishes"); i++) await servedCheck(room, n, hold.received, `p${i}`);
+    const s1 = sample(server);
+    const deliveries = num("publishes") * n;
+    const us = (k) => +(((s1[k].cpuMs - s0[k].cpuMs) * 1000) / deliveries).toFixed(2);
+    report.fanOut = { deliveries, cpuUsPerDelivery: { launcher: us("launcher"), workerd: us("workerd") } };
+  }
+
+  if (num("idle") > 0) {
+    const { value: storm, peakFds } = await peaks(server, async () => {
+      const s = await idleStorm(num("idle"));
+      await sleep(holdMs);
+      return s;
+    });
+    const served = await servedCheck(room, n, hold.received, "after-idle");
+    storm.end();
+    report.idleStorm = { connections: num("idle"), ...storm.result, peakFds, alive: server.alive(), served };
+  }
+
+  if (num("upgrades") > 0) {
+    const { value: storm, peakFds } = await peaks(server, async () => {
+      const s = await upgradeStorm(num("upgrades"), room);
+      await sleep(holdMs);
+      return s;
+    });
+    const served = await servedCheck(room, n, hold.received, "after-upgrades");
+    storm.end();
+    report.upgradeStorm = { upgrades: num("upgrades"), ...storm.result, peakFds, alive: server.alive(), served };
+  }
+
+  if (num("uploads") > 0) {
+    const body = Buffer.alloc(num("upload-bytes"), 0x61);
+    const outcomes = {};
+    for (let i = 0; i < num("uploads"); i++) {
+      let outcome;
+      try {
+        const res = await fetch(`${base}/rooms/upload/publish`, { method: "POST", headers: { "content-type": "text/plain" }, body });
+        const answer = await res.json();
+        outcome = `${res.status} ${answer.error}`;
+      } catch (error) {
+        outcome = String(error.cause?.code ?? error.cause ?? error);
+      }
+      outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
+    }
+    report.uploads = { bytes: num("upload-bytes"), outcomes };
+  }
+
+  if (num("big-frames") > 0) {
+    const frame = "x".repeat(num("frame-bytes"));
+    const senders = (await Promise.all(Array.from({ length: num("big-frames") }, () => openSocket(`${wsBase}/rooms/big/ws`)))).filter((r) => r.ws);
+    const rssBefore = sample(server);
+    let peak = { launcher: 0, workerd: 0 };
+    const closes = {};
+    const done = Promise.all(
+      senders.map(
+        ({ ws }) =>
+          new Promise((resolve) => {
+            // The close frame is the answer; the TCP connection may linger after it.
+            ws.once("close", (code) => resolve(code));
+            ws.on("open", () => undefined);
+            const receiver = ws._receiver;
+            receiver?.on("conclude", (code) => resolve(code));
+            setTimeout(() => resolve("timeout"), 60_000);
+          }),
+      ),
+    );
+    for (const { ws } of senders) ws.send(frame);
+    let settled = false;
+    void done.then(() => (settled = true));
+    while (!settled) {
+      const s = sample(server);
+      peak = { launcher: Math.max(peak.launcher, s.launcher?.rssKb ?? 0), workerd: Math.max(peak.workerd, s.workerd?.rssKb ?? 0) };
+      await sleep(20);
+    }
+    for (const code of await done) closes[code] = (closes[code] ?? 0) + 1;
+    await sleep(2000);
+    const rssAfter = sample(server);
+    const mb = (kb) => +(kb / 1024).toFixed(1);
+    report.bigFrames = {
+      sockets: senders.length,
+      frameBytes: num("frame-bytes"),
+      closes,
+      peakRssGrowthMb: { launcher: mb(peak.launcher - rssBefore.launcher.rssKb), workerd: mb(peak.workerd - rssBefore.workerd.rssKb) },
+      rssGrowthAfter2sMb: { launcher: mb(rssAfter.launcher.rssKb - rssBefore.launcher.rssKb), workerd: mb(rssAfter.workerd.rssKb - rssBefore.workerd.rssKb) },
+      alive: server.alive(),
+    };
+    for (const { ws } of senders) ws.terminate();
+  }
+
+  await sleep(500);
+  if (!server.alive()) {
+    report.afterStorms = { alive: false };
+    report.serverErrors = server.output().split("\n").filter((l) => /Fatal|Too many open files|exited/.test(l)).slice(0, 5);
+    throw new Error("stopped");
+  }
+  const late = await openSocket(`${wsBase}/rooms/${room}/ws`);
+  report.afterStorms = { alive: server.alive(), newSocket: late.ws ? "opened" : (late.status ?? late.error) };
+  late.ws?.terminate();
+  for (const ws of hold.held) ws.terminate();
+  const errors = server.output().split("\n").filter((l) => /Fatal|Too many open files|"event":"error"/.test(l));
+  report.serverErrors = errors.slice(0, 5);
+} catch (error) {
+  if (String(error) !== "Error: stopped") throw error;
+} finally {
+  await server.stop();
+}
+console.log(JSON.stringify(report, null, 2));
+process.exit(0);
