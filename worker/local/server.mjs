@@ -211,10 +211,11 @@ async function main() {
   let stopping = false;
   const admin = adminClient(adminPath);
   child.on("exit", async (code, signal) => {
+    // The directory goes first: once released, the watchdog would no longer remove it if this process died now.
+    privateDir.remove();
     await workerd.release();
     gate?.close();
     admin.close();
-    privateDir.remove();
     if (!stopping) {
       console.error(`workerd exited unexpectedly (code ${code}, signal ${signal})`);
       process.exit(1);
