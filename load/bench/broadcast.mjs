@@ -50,7 +50,7 @@ async function startServer() {
   dataDir = mkdtempSync(join(tmpdir(), "broadcast-bench-"));
   const script = fileURLToPath(new URL("../../worker/local/server.mjs", import.meta.url));
   const vars = args.shards ? ["--var", `COORDINATOR_SHARDS=${args.shards}`] : [];
-  const child = spawn(process.execPath, [script, "--no-build", ...vars], {
+  const child = spawn(process.execPath, [script, "--no-build", "--no-dev-vars", ...vars], {
     env: { ...process.env, PORT: String(PORT), DATA_DIR: dataDir },
     stdio: ["ignore", "pipe", "pipe"],
   });

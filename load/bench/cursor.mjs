@@ -61,7 +61,8 @@ async function startServer(vars = {}) {
   const dataDir = mkdtempSync(join(tmpdir(), "cursor-bench-"));
   const script = join(DIR, "worker/local/server.mjs");
   const varArgs = Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}=${v}`]);
-  const child = spawn(process.execPath, [script, "--no-build", ...varArgs], {
+  // A developer's .dev.vars must not change what is measured; ACCEPT_GATE in the environment picks the gate.
+  const child = spawn(process.execPath, [script, "--no-build", "--no-dev-vars", ...varArgs], {
     env: { ...process.env, PORT: String(PORT), DATA_DIR: dataDir },
     stdio: ["ignore", "pipe", "pipe"],
     cwd: DIR,

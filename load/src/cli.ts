@@ -20,7 +20,7 @@ import { connectScenario } from "./scenarios/connect";
 import { fanoutScenario } from "./scenarios/fanout";
 import { slowScenario } from "./scenarios/slow";
 import { stormScenario } from "./scenarios/storm";
-import { descriptorLimit, findListeningPid, processName } from "./target/proc";
+import { descriptorLimit, findListeningPid, processName, sampleProcess } from "./target/proc";
 import { Sampler } from "./target/sampler";
 import { REPO_ROOT, SpawnedServer, loopbackSources, parseTargetUrl, type TargetAddress } from "./target/target";
 
@@ -51,7 +51,7 @@ async function resolveTarget(options: LoadOptions, spec: TargetSpec): Promise<{ 
   }
   if (options.spawn) {
     log(`starting the local server on port ${options.port} (builds first; can take a while)`);
-    const spawned = await SpawnedServer.start("ours", options.port, options.serverVars);
+    const spawned = await SpawnedServer.start("ours", options.port, options.serverVars, false, options.serverGate);
     live.servers.add(spawned);
     return { address: parseTargetUrl(`http://127.0.0.1:${options.port}`, false), spawned };
   }
@@ -77,6 +77,7 @@ async function runTarget(options: LoadOptions, spec: TargetSpec, hardStopAt: num
   let sampler: Sampler | undefined;
   let http: HttpClient | undefined;
   let progress: ProgressLine | undefined;
+  let gateReport: (() => void) | undefined;
   try {
     const resolved = await resolveTarget(options, spec);
     spawned = resolved.spawned;
@@ -103,6 +104,16 @@ async function runTarget(options: LoadOptions, spec: TargetSpec, hardStopAt: num
     }
 
     sampler = new Sampler(pid, options.sampleMs);
+    // With the local server's accept gate on, the launcher relays every connection: its CPU is server cost too.
+    const gatePid = spawned?.gatePid();
+    const gateStart = gatePid === undefined ? undefined : sampleProcess(gatePid);
+    const gateStartedAt = Date.now();
+    gateReport = () => {
+      const end = gatePid === undefined ? undefined : sampleProcess(gatePid);
+      if (!gateStart || !end) return;
+      const percent = ((end.cpuUs - gateStart.cpuUs) / ((Date.now() - gateStartedAt) * 1000)) * 100;
+      run.notes.push(`accept gate on: the launcher (pid ${gatePid}) relayed every connection to workerd and used ${percent.toFixed(0)}% of a core over the run, not counted in the server figures (which are workerd's); --server-gate off measures workerd alone`);
+    };
     progress = new ProgressLine(spec.label, !options.quiet);
     const line = progress;
     sampler.onSample((sample) => line.update(sample));
@@ -155,6 +166,7 @@ async function runTarget(options: LoadOptions, spec: TargetSpec, hardStopAt: num
   } catch (error) {
     run.error = error instanceof Error ? error.message : String(error);
   } finally {
+    gateReport?.();
     progress?.finish();
     if (pool) {
       await pool.stop().catch(() => pool?.kill());

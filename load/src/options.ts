@@ -19,6 +19,8 @@ export interface LoadOptions {
   baselinePort: number;
   /** The baseline commits each message to SQLite before answering its publish (like the service). */
   baselineDurable: boolean;
+  /** The --spawn'ed local server's accept gate (worker/local: the launcher relays connections to workerd). */
+  serverGate: "auto" | "on" | "off";
   serverPid: number | undefined;
   allowRemote: boolean;
   /** Extra HTTP headers for publishes ("Name: value"), e.g. credentials. */
@@ -96,6 +98,9 @@ Target (loopback only unless --allow-remote):
   --publish-header H     "Name: value" header on publishes/broadcasts (repeatable), e.g. credentials
   --ws-param P           "name=value" query parameter on socket URLs (repeatable), e.g. a token
   --server-var KV        "KEY=VALUE" var override for the --spawn'ed server (repeatable), e.g. BATCH_MAX_EVENTS=1
+  --server-gate MODE     the --spawn'ed server's accept gate: auto (the launcher's default: on below 262,144
+                         descriptors), on, off. With it on the launcher relays every connection; its CPU is
+                         reported beside workerd's
 
 Shape:
   --sockets N            sockets per room (connect: total) (hard cap ${HARD_SOCKET_CAP} in total)
@@ -167,6 +172,7 @@ export function parseLoadOptions(argv: string[]): LoadOptions {
       baseline: { type: "boolean" },
       "baseline-only": { type: "boolean" },
       "baseline-durable": { type: "boolean" },
+      "server-gate": { type: "string" },
       "baseline-port": { type: "string" },
       "server-pid": { type: "string" },
       "allow-remote": { type: "boolean" },
@@ -224,6 +230,7 @@ export function parseLoadOptions(argv: string[]): LoadOptions {
     baseline: values.baseline ?? false,
     baselineOnly: values["baseline-only"] ?? false,
     baselineDurable: values["baseline-durable"] ?? false,
+    serverGate: gateMode(values["server-gate"]),
     baselinePort: int(values["baseline-port"], "baseline-port", 18210, 1, 65535),
     serverPid: values["server-pid"] === undefined ? undefined : int(values["server-pid"], "server-pid", 0, 1, 2 ** 22),
     allowRemote: values["allow-remote"] ?? false,
@@ -291,4 +298,10 @@ export class UsageRequested extends Error {
   constructor() {
     super("usage");
   }
+}
+
+function gateMode(value: string | undefined): "auto" | "on" | "off" {
+  if (value === undefined) return "auto";
+  if (value === "auto" || value === "on" || value === "off") return value;
+  throw new Error("--server-gate must be auto, on or off");
 }

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { createWriteStream, existsSync, mkdtempSync, rmSync } from "node:fs";
+import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -54,6 +54,9 @@ export function parseTargetUrl(raw: string, allowRemote: boolean): TargetAddress
 
 export type ServerKind = "ours" | "baseline";
 
+/** The local server's accept gate: the launcher relays connections to workerd (on), or workerd listens itself (off). */
+export type GateMode = "auto" | "on" | "off";
+
 /**
  * A server process started by the load tool itself (our local server or the
  * baseline), on a port of its own, stopped at the end of the run.
@@ -69,14 +72,15 @@ export class SpawnedServer {
     private readonly workDir: string,
     private readonly vars: Record<string, string>,
     private readonly durable: boolean,
+    private readonly gate: GateMode,
   ) {
     this.logPath = join(workDir, `${kind}-server.log`);
     this.dataDir = kind === "ours" ? join(workDir, "data") : undefined;
   }
 
-  static async start(kind: ServerKind, port: number, vars: Record<string, string> = {}, durable = false): Promise<SpawnedServer> {
+  static async start(kind: ServerKind, port: number, vars: Record<string, string> = {}, durable = false, gate: GateMode = "auto"): Promise<SpawnedServer> {
     const workDir = mkdtempSync(join(tmpdir(), `edge-fanout-load-${kind}-`));
-    const server = new SpawnedServer(kind, port, workDir, vars, durable);
+    const server = new SpawnedServer(kind, port, workDir, vars, durable, gate);
     await server.launch();
     return server;
   }
@@ -91,7 +95,9 @@ export class SpawnedServer {
     const launcher = join(REPO_ROOT, "worker/local/server.mjs");
     // Built on the first launch; a restart measures the restart, not a rebuild.
     const varArgs = Object.entries(this.vars).flatMap(([key, value]) => ["--var", `${key}=${value}`]);
-    if (existsSync(launcher)) return { file: process.execPath, args: [launcher, ...(this.launches > 0 ? ["--no-build"] : []), ...varArgs] };
+    // A developer's .dev.vars (secrets included) must not change what is measured.
+    const fixed = ["--no-dev-vars", "--gate", this.gate];
+    if (existsSync(launcher)) return { file: process.execPath, args: [launcher, ...(this.launches > 0 ? ["--no-build"] : []), ...fixed, ...varArgs] };
     throw new Error("no local server launcher found (worker/local/server.mjs); run the service yourself and pass --url");
   }
 
@@ -118,9 +124,30 @@ export class SpawnedServer {
     throw new Error(`${this.kind} server did not answer /healthz on port ${this.port} within 120 s; see ${this.logPath}`);
   }
 
-  /** The process to sample: whoever holds the listening socket (workerd for our server). */
+  /**
+   * The process to sample: workerd for our server (the launcher prints its
+   * pid; with the accept gate on, the launcher itself holds the listening
+   * socket), the node process for the baseline.
+   */
   serverPid(): number | undefined {
+    if (this.kind === "ours") {
+      const printed = [...this.#log().matchAll(/workerd pid (\d+)/g)].at(-1)?.[1];
+      if (printed) return Number(printed);
+    }
     return findListeningPid(this.port) ?? this.child?.pid;
+  }
+
+  /** The launcher's pid when it relays connections to workerd (accept gate on): its CPU is part of the server's cost. */
+  gatePid(): number | undefined {
+    return this.kind === "ours" && /accept gate on/.test(this.#log()) ? this.child?.pid : undefined;
+  }
+
+  #log(): string {
+    try {
+      return readFileSync(this.logPath, "utf8");
+    } catch {
+      return "";
+    }
   }
 
   get launcherPid(): number | undefined {
