@@ -8,22 +8,25 @@ import { totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import { PING_INTERVAL_SECONDS } from "../../client-sdk/src/protocol";
 import { DEFAULTS } from "../../durable-objects/config";
-import { measuredCosts } from "./capacity/inputs";
+import { cloudflareMonthlyCost, type CostAssumptions } from "./capacity/cloudflare-cost";
+import { GB, fmt, kb } from "./capacity/format";
+import { CENTRIFUGO, HOSTED_SERVICES } from "./capacity/hosted-pricing";
+import { measuredCosts, measuredRowsPerMessage } from "./capacity/inputs";
 import {
-  cloudflareMonthlyCost,
-  cloudflareRoomCeilings,
+  acksPerConnection,
+  cloudflareRoomResources,
   deliveriesPerSecond,
-  lowestCeiling,
-  selfHostedCeilings,
+  selfHostedResources,
   vpsEstimate,
-  type Ceiling,
-  type CostAssumptions,
   type Host,
   type UnitCosts,
   type VpsOffer,
   type Workload,
 } from "./capacity/model";
+import { cloudflarePerMillion, hostedEstimate, referenceEstimate, vpsPerMillion } from "./capacity/per-million";
 import { CLOUDFLARE_PRICING } from "./capacity/pricing";
+import { formatWithUncertainty } from "./report/metrics";
+import { costTable, perMillionTable, resourceTable, sourcesList } from "./capacity/render";
 
 const USAGE = `Usage: npm run capacity -- [options]
 
@@ -40,24 +43,27 @@ Measured inputs (defaults: figures in docs/benchmarks.md):
   --kernel-per-conn B    override kernel socket memory per connection, bytes (default 3072)
   --cpu-per-delivery US  override server CPU per delivery, µs
   --cpu-per-publish US   override server CPU per publish besides deliveries, µs (default 300, an assumption)
+  --cpu-per-ack US       override server CPU per incoming ack, µs (default 18, measured once: see load/README.md)
+  --rows-per-message N   SQLite rows written per message = 1 ÷ messages per flush (default: measured from a
+                         fanout --from result, else 1, an assumption); each flush is also one frame per socket
 
 Self-hosted host (default: this machine):
-  --host-memory-gb G     memory for the server (default: this machine's total minus 1 GB)
+  --host-memory-gb G     memory for the server, GB = 1,073,741,824 bytes (default: this machine's total minus 1 GB)
   --host-fds N           descriptor limit (default: this process's soft limit)
   --threads N            server threads (default 1: workerd and Node run a process's rooms on one thread)
-  --link-mbit M          network link (default 1000)
+  --link-mbit M          network link, decimal Mbit/s (default 1000)
 
 Cloudflare assumptions:
   --session-minutes M    average connection life (default 60)
-  --rows-per-message N   SQLite rows written per message (default 1: the history ring overwrites one slot)
   --no-ping-billing      do not count the text heartbeat as a billed incoming message
-  --ack-kib K            client acks every K KiB received (default: a quarter of the window)
+  --ack-delay-ms D       clients ack at most D ms after a frame (default 100, the SDK's; the raw client uses 50)
+  --ack-kib K            ... and at once when K KiB are unacknowledged (default: half the window)
 
 Fixed-price server to compare with:
   --vps-price USD        monthly price (default 6)
   --vps-memory-gb G      (default 1)   --vps-fds N (default 65536)   --vps-link-mbit M (default 1000)
-  --vps-transfer-tb T    included outgoing transfer per server and month (default 1)
-  --vps-transfer-usd-per-gb P  transfer beyond that, USD per GB (default 0.01)
+  --vps-transfer-tb T    included outgoing transfer per server and month, 10^12 bytes (default 1)
+  --vps-transfer-usd-per-gb P  transfer beyond that, USD per 10^9 bytes (default 0.01)
 
   --json                 machine-readable output
 `;
@@ -72,21 +78,6 @@ function num(v: string | undefined, name: string, fallback: number): number {
   const n = Number(v);
   if (!Number.isFinite(n) || n < 0) throw new Error(`--${name} must be a non-negative number, got ${v}`);
   return n;
-}
-
-function fmt(v: number): string {
-  if (!Number.isFinite(v)) return "unbounded";
-  if (Math.abs(v) >= 100) return Math.round(v).toLocaleString("en-US");
-  return Number(v.toPrecision(3)).toLocaleString("en-US");
-}
-
-function ceilingTable(title: string, ceilings: Ceiling[]): string {
-  const lowest = lowestCeiling(ceilings);
-  const rows = ceilings.map((c) => {
-    const mark = c === lowest ? " <- reached first" : "";
-    return `  ${c.resource.padEnd(28)} ${`${(c.utilization * 100).toFixed(1)}%`.padStart(9)}   max ${fmt(c.limit).padStart(10)} ${c.limitOf}${mark}\n      ${c.detail}`;
-  });
-  return `${title}\n  ${"resource".padEnd(28)} ${"used".padStart(9)}\n${rows.join("\n")}\n  lowest ceiling: ${lowest.resource} (${(lowest.utilization * 100).toFixed(1)}% used${lowest.utilization > 1 ? ": DOES NOT FIT" : ""})`;
 }
 
 function main(): number {
@@ -104,6 +95,7 @@ function main(): number {
       "kernel-per-conn": { type: "string" },
       "cpu-per-delivery": { type: "string" },
       "cpu-per-publish": { type: "string" },
+      "cpu-per-ack": { type: "string" },
       "host-memory-gb": { type: "string" },
       "host-fds": { type: "string" },
       threads: { type: "string" },
@@ -111,6 +103,7 @@ function main(): number {
       "session-minutes": { type: "string" },
       "rows-per-message": { type: "string" },
       "no-ping-billing": { type: "boolean" },
+      "ack-delay-ms": { type: "string" },
       "ack-kib": { type: "string" },
       "vps-price": { type: "string" },
       "vps-memory-gb": { type: "string" },
@@ -142,11 +135,20 @@ function main(): number {
   if (values["kernel-per-conn"] !== undefined) overrides.kernelMemoryPerConnectionBytes = num(values["kernel-per-conn"], "kernel-per-conn", 0);
   if (values["cpu-per-delivery"] !== undefined) overrides.cpuPerDeliveryUs = num(values["cpu-per-delivery"], "cpu-per-delivery", 0);
   if (values["cpu-per-publish"] !== undefined) overrides.cpuPerPublishUs = num(values["cpu-per-publish"], "cpu-per-publish", 0);
-  for (const key of Object.keys(overrides) as Array<keyof UnitCosts>) ours.sources[key] = "command line";
+  if (values["cpu-per-ack"] !== undefined) overrides.cpuPerAckUs = num(values["cpu-per-ack"], "cpu-per-ack", 0);
+  for (const key of Object.keys(overrides) as Array<keyof UnitCosts>) {
+    ours.sources[key] = "command line";
+    delete ours.plusMinus[key];
+  }
   const costs: UnitCosts = { ...ours.costs, ...overrides };
   const baseline = measuredCosts(files, "baseline");
+  const measuredRows = measuredRowsPerMessage(files);
+  const rows =
+    values["rows-per-message"] !== undefined
+      ? { value: num(values["rows-per-message"], "rows-per-message", 1), source: "command line", measured: false }
+      : measuredRows;
+  if (!(rows.value > 0)) throw new Error("--rows-per-message must be above 0");
 
-  const GB = 1024 ** 3;
   const host: Host = {
     name: "this machine",
     descriptorLimit: num(values["host-fds"], "host-fds", ownDescriptorLimit()),
@@ -167,63 +169,92 @@ function main(): number {
   const assumptions: CostAssumptions = {
     sessionSeconds: num(values["session-minutes"], "session-minutes", 60) * 60,
     workerCpuMsPerRequest: 1,
-    rowsWrittenPerMessage: num(values["rows-per-message"], "rows-per-message", 1),
+    rowsWrittenPerMessage: rows.value,
     pingsBilled: !(values["no-ping-billing"] ?? false),
     pingIntervalSeconds: PING_INTERVAL_SECONDS,
     historyMessages: DEFAULTS.HISTORY_MAX_MESSAGES,
-    ackBytes: values["ack-kib"] !== undefined ? num(values["ack-kib"], "ack-kib", 256) * 1024 : DEFAULTS.WINDOW_BYTES / 4,
+    ack: {
+      delaySeconds: num(values["ack-delay-ms"], "ack-delay-ms", 100) / 1000,
+      windowBytes: values["ack-kib"] !== undefined ? num(values["ack-kib"], "ack-kib", 512) * 1024 * 2 : DEFAULTS.WINDOW_BYTES,
+    },
   };
 
-  const selfHosted = selfHostedCeilings(workload, costs, host);
-  const cloudflare = cloudflareRoomCeilings(workload, costs, assumptions.ackBytes, assumptions.historyMessages);
+  const selfHosted = selfHostedResources(workload, costs, host, assumptions);
+  const cloudflare = cloudflareRoomResources(workload, costs, assumptions);
   const cost = cloudflareMonthlyCost(workload, costs, CLOUDFLARE_PRICING, assumptions);
-  const vpsOurs = vpsEstimate(workload, costs, vps);
-  const vpsNode = vpsEstimate(workload, baseline.costs, vps);
+  const vpsOurs = vpsEstimate(workload, costs, vps, assumptions);
+  const vpsNode = vpsEstimate(workload, baseline.costs, vps, assumptions);
+  const perMillion = [
+    cloudflarePerMillion(cost),
+    vpsPerMillion(vpsOurs, workload, "this service self-hosted (workerd)"),
+    ...HOSTED_SERVICES.map((s) => hostedEstimate(workload, s)),
+    referenceEstimate(workload, CENTRIFUGO, vps),
+  ];
 
   if (values.json) {
     process.stdout.write(
-      `${JSON.stringify({ workload, costs, sources: ours.sources, host, selfHosted, cloudflare, cost, vps: { ours: vpsOurs, nodeWs: vpsNode }, baselineCosts: baseline.costs }, null, 2)}\n`,
+      `${JSON.stringify(
+        {
+          workload,
+          costs,
+          sources: ours.sources,
+          plusMinus: ours.plusMinus,
+          rowsWrittenPerMessage: rows,
+          host,
+          selfHosted,
+          cloudflare,
+          cost,
+          vps: { ours: vpsOurs, nodeWs: vpsNode },
+          baselineCosts: baseline.costs,
+          perMillionDelivered: perMillion,
+          pricingSources: CLOUDFLARE_PRICING.sources,
+        },
+        null,
+        2,
+      )}\n`,
     );
     return 0;
   }
 
   const out: string[] = [];
+  const acks = acksPerConnection(workload, rows.value, assumptions.ack);
   out.push(
     `Workload: ${fmt(workload.connections)} connections, ${workload.messagesPerConnection} msg/s each, rooms of ${fmt(workload.roomSize)}, ${workload.payloadBytes} B payload, publishes via ${workload.publishVia}`,
   );
   out.push(`  = ${fmt(deliveriesPerSecond(workload))} deliveries/s (connections × msgs per connection × fan-out) in ${fmt(Math.ceil(workload.connections / workload.roomSize))} rooms`);
   out.push("");
   out.push("Measured inputs (ours):");
-  out.push(`  server RSS per connection     ${fmt(costs.memoryPerConnectionBytes / 1024)} KB   [${ours.sources.memoryPerConnectionBytes}]`);
-  out.push(`  kernel memory per connection  ${fmt(costs.kernelMemoryPerConnectionBytes / 1024)} KB   [${ours.sources.kernelMemoryPerConnectionBytes}]`);
-  out.push(`  server CPU per delivery       ${fmt(costs.cpuPerDeliveryUs)} µs   [${ours.sources.cpuPerDeliveryUs}]`);
+  out.push(`  server RSS per connection     ${kb(costs.memoryPerConnectionBytes)}   [${ours.sources.memoryPerConnectionBytes}]`);
+  out.push(`  kernel memory per connection  ${kb(costs.kernelMemoryPerConnectionBytes)}   [${ours.sources.kernelMemoryPerConnectionBytes}]`);
+  out.push(`  server CPU per delivery       ${formatWithUncertainty(costs.cpuPerDeliveryUs, ours.plusMinus.cpuPerDeliveryUs, "us")}   [${ours.sources.cpuPerDeliveryUs}]`);
   out.push(`  server CPU per publish        ${fmt(costs.cpuPerPublishUs)} µs   [${ours.sources.cpuPerPublishUs}]`);
+  out.push(`  server CPU per ack            ${fmt(costs.cpuPerAckUs)} µs   [${ours.sources.cpuPerAckUs}]`);
+  out.push(`  SQLite rows per message       ${fmt(rows.value)}   [${rows.measured ? "measured: " : ""}${rows.source}]`);
+  out.push(`  acks per connection           ${fmt(acks)}/s   [derived: ${fmt(assumptions.ack.delaySeconds * 1000)} ms ack delay, half of a ${fmt(assumptions.ack.windowBytes / 1024)} KiB window]`);
   out.push(`  handshakes per second         ${fmt(costs.handshakesPerSecond)}   [${ours.sources.handshakesPerSecond}] -> all reconnect in ~${fmt(workload.connections / costs.handshakesPerSecond)} s`);
   out.push("");
   out.push(
-    ceilingTable(
+    resourceTable(
       `Self-hosted workerd on ${host.name} (${fmt(host.descriptorLimit)} descriptors, ${fmt(host.memoryBytes / GB)} GB, ${host.serverThreads} thread, ${fmt(host.linkBitsPerSecond / 1e6)} Mbit/s):`,
       selfHosted,
     ),
   );
   out.push("");
-  out.push(ceilingTable("Cloudflare, per room (one Durable Object per room; rooms scale out):", cloudflare));
+  out.push(resourceTable("Cloudflare, per room (one Durable Object per room; rooms scale out):", cloudflare));
   out.push("");
-  out.push("Monthly cost on Cloudflare (Workers Paid):");
-  for (const line of cost.lines) {
-    out.push(`  ${line.item.padEnd(58)} ${fmt(line.quantity).padStart(16)} ${line.unit.padEnd(9)} ${`$${line.usd.toFixed(2)}`.padStart(10)}`);
-  }
-  out.push(`  ${"total".padEnd(58)} ${"".padStart(16)} ${"".padEnd(9)} ${`$${cost.totalUsd.toFixed(2)}`.padStart(10)}`);
-  out.push("  assumptions:");
-  for (const a of cost.assumptions) out.push(`   - ${a}`);
+  out.push(costTable("Monthly cost on Cloudflare (Workers Paid):", cost));
   out.push("");
   out.push(`Fixed-price servers (${vps.name}, $${vps.monthlyUsd}/month, ${fmt(vps.transferBytesPerMonth / 1e12)} TB transfer):`);
   const vpsLine = (name: string, e: typeof vpsOurs): string =>
     `  ${name.padEnd(34)} ${String(e.servers).padStart(5)} server(s) (bound by ${e.bindingResource}) + $${e.transferOverageUsd.toFixed(2)} transfer = $${e.monthlyUsd.toFixed(2)}/month${e.fitsOneRoom ? "" : "  (a room this size does not fit one thread)"}`;
   out.push(vpsLine("workerd (this service, self-hosted)", vpsOurs));
   out.push(vpsLine("Node ws baseline (measured alongside)", vpsNode));
-  out.push(`  outgoing transfer: ${fmt(vpsOurs.outgoingBytesPerMonth / 1e12)} TB/month (free on Cloudflare), beyond the included at $${vps.transferOverageUsdPerGb}/GB`);
+  out.push(`  outgoing transfer: ${fmt(vpsOurs.outgoingBytesPerMonth / 1e12)} TB/month (free on Cloudflare), beyond the included at $${vps.transferOverageUsdPerGb}/GB (TB and GB here are 10^12 and 10^9 bytes, as transfer is sold)`);
   out.push("  (servers needed ignores redundancy, a load balancer and routing rooms to servers)");
+  out.push("");
+  out.push(perMillionTable(`Cost per million delivered messages (${fmt(cost.deliveriesPerMonth / 1e6)} million deliveries a month), beside list prices:`, perMillion));
+  out.push("");
+  out.push(sourcesList("Cloudflare prices used:", CLOUDFLARE_PRICING.sources));
   process.stdout.write(`${out.join("\n")}\n`);
   return 0;
 }

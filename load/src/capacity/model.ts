@@ -1,9 +1,11 @@
 /**
- * Capacity and cost arithmetic. Pure functions: every input is explicit, every
- * result says which resource it is about, and the cost comes with the
- * assumptions that produced it.
+ * Capacity arithmetic. Pure functions: every input is explicit, and every
+ * resource line says what the workload asks of it (demand), what it has
+ * (capacity), the share used (demand ÷ capacity) and, separately, the largest
+ * workload that would fit (the ceiling).
  */
-import { CLOUDFLARE_LIMITS, SECONDS_PER_MONTH, type Pricing } from "./pricing";
+import { CLOUDFLARE_LIMITS, SECONDS_PER_MONTH } from "./pricing";
+import { bitsPerSecond, bytes, cpuPerSecond, fmt, kb, mb } from "./format";
 
 export interface Workload {
   connections: number;
@@ -22,11 +24,34 @@ export interface UnitCosts {
   memoryPerConnectionBytes: number;
   /** Kernel socket memory per connection not visible in RSS, bytes. */
   kernelMemoryPerConnectionBytes: number;
-  /** Server CPU per delivered message (one frame per message), µs. */
+  /** Server CPU per delivered message, µs. */
   cpuPerDeliveryUs: number;
   /** Server CPU per accepted publish, besides its deliveries, µs. */
   cpuPerPublishUs: number;
+  /** Server CPU per incoming ack, µs. */
+  cpuPerAckUs: number;
   handshakesPerSecond: number;
+}
+
+/**
+ * How clients acknowledge: the SDK acks at most `delaySeconds` after a frame,
+ * and at once when half the window is unacknowledged (0: no window). An
+ * infinite delay with no window is a client that never acks.
+ */
+export interface AckPolicy {
+  delaySeconds: number;
+  windowBytes: number;
+}
+
+/** What a room does besides delivering, for a given workload. */
+export interface RoomAssumptions {
+  /** SQLite rows written per message = 1 ÷ messages per flush; each flush is also one frame per socket. */
+  rowsWrittenPerMessage: number;
+  ack: AckPolicy;
+  /** Whether the text heartbeat counts as an incoming message (requests, billing). */
+  pingsBilled: boolean;
+  pingIntervalSeconds: number;
+  historyMessages: number;
 }
 
 /** A machine that runs the server itself (this one, or a VPS). */
@@ -40,15 +65,19 @@ export interface Host {
   linkBitsPerSecond: number;
 }
 
-export interface Ceiling {
-  /** What runs out. */
+/** One resource: what the workload asks of it, what it has, and the largest workload that fits. */
+export interface ResourceUse {
   resource: string;
-  /** Demand divided by capacity: above 1 the workload does not fit. */
-  utilization: number;
-  /** The largest value of `limitOf` that fits, all else equal. */
-  limit: number;
-  /** What `limit` counts: "connections" or "sockets per room". */
-  limitOf: "connections" | "sockets per room";
+  /** What the workload asks of the resource, in `unit`. */
+  demand: number;
+  /** What the resource provides, in `unit`. */
+  capacity: number;
+  unit: "descriptors" | "bytes" | "CPU µs/s" | "bit/s" | "sockets" | "requests/s";
+  /** demand ÷ capacity: the share of this resource used; above 1 the workload does not fit. */
+  used: number;
+  /** The largest value of `ceilingOf` that fits this resource, all else equal. */
+  ceiling: number;
+  ceilingOf: "connections" | "sockets per room";
   detail: string;
 }
 
@@ -65,12 +94,31 @@ export function deliveriesPerSecond(w: Workload): number {
   return w.connections * w.messagesPerConnection * w.roomSize;
 }
 
-/** Acks a well-behaved client sends per second: one per `ackBytes` received. */
-export function acksPerConnection(w: Workload, ackBytes: number): number {
-  return (w.messagesPerConnection * w.roomSize * deliveryWireBytes(w.payloadBytes)) / ackBytes;
+/** Messages each socket receives per second: everything its room publishes. */
+export function messagesPerSocket(w: Workload): number {
+  return w.messagesPerConnection * w.roomSize;
 }
 
-/** Largest room (sockets) whose deliveries fit one thread: m·F·(F·d + p) ≤ 1e6 µs per second. */
+/** Frames each socket receives per second: one per flush of its room. */
+export function framesPerSocket(w: Workload, rowsWrittenPerMessage: number): number {
+  return messagesPerSocket(w) * Math.min(1, rowsWrittenPerMessage);
+}
+
+/**
+ * Acks a client sends per second. Frames arriving at random at rate r with
+ * an ack at most d after the first unacknowledged one: each ack cycle lasts d
+ * plus the wait for the next frame (1/r on average), so r ÷ (1 + r·d); and at
+ * least one per half window of bytes; never more than one per frame.
+ */
+export function acksPerConnection(w: Workload, rowsWrittenPerMessage: number, ack: AckPolicy): number {
+  const r = framesPerSocket(w, rowsWrittenPerMessage);
+  if (r <= 0) return 0;
+  const timed = ack.delaySeconds > 0 ? r / (1 + r * ack.delaySeconds) : r;
+  const byWindow = ack.windowBytes > 0 ? (messagesPerSocket(w) * deliveryWireBytes(w.payloadBytes)) / (ack.windowBytes / 2) : 0;
+  return Math.min(r, Math.max(timed, byWindow));
+}
+
+/** Largest room (sockets) whose deliveries fit one thread, acks aside: m·F·(F·d + p) ≤ 1e6 µs per second. */
 export function largestRoomForCpu(messagesPerConnection: number, cpuPerDeliveryUs: number, cpuPerPublishUs: number): number {
   const a = cpuPerDeliveryUs * messagesPerConnection;
   const b = cpuPerPublishUs * messagesPerConnection;
@@ -78,30 +126,30 @@ export function largestRoomForCpu(messagesPerConnection: number, cpuPerDeliveryU
   return (-b + Math.sqrt(b * b + 4 * a * 1e6)) / (2 * a);
 }
 
+/**
+ * The largest x ≥ 0 with demand(x) ≤ capacity, for a demand that grows with
+ * x; infinity when it never reaches the capacity.
+ */
+export function largestFitting(demand: (x: number) => number, capacity: number): number {
+  if (demand(0) > capacity) return 0;
+  let hi = 1;
+  while (demand(hi) <= capacity) {
+    hi *= 2;
+    if (hi > 1e12) return Number.POSITIVE_INFINITY;
+  }
+  let lo = hi / 2;
+  if (hi === 1) lo = 0;
+  for (let i = 0; i < 200 && hi - lo > 1e-9 * hi; i++) {
+    const mid = (lo + hi) / 2;
+    if (demand(mid) <= capacity) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
+
 /** Reserve the local launcher keeps below the descriptor limit (mirrors its admission ceiling). */
 export function descriptorCeiling(limit: number): number {
   return limit - Math.max(256, Math.ceil(limit * 0.05));
-}
-
-/** Ceilings of one self-hosted server process on `host`, each as a utilisation of the workload. */
-export function selfHostedCeilings(w: Workload, costs: UnitCosts, host: Host): Ceiling[] {
-  const m = w.messagesPerConnection;
-  const perConnCpu = m * w.roomSize * costs.cpuPerDeliveryUs + m * costs.cpuPerPublishUs; // µs per second
-  const perConnMem = costs.memoryPerConnectionBytes + costs.kernelMemoryPerConnectionBytes;
-  const perConnBytes = m * w.roomSize * deliveryWireBytes(w.payloadBytes); // outgoing bytes per second
-  const fdLimit = descriptorCeiling(host.descriptorLimit);
-  const memLimit = host.memoryBytes / perConnMem;
-  const cpuLimit = perConnCpu > 0 ? (host.serverThreads * 1e6) / perConnCpu : Number.POSITIVE_INFINITY;
-  const netLimit = perConnBytes > 0 ? host.linkBitsPerSecond / 8 / perConnBytes : Number.POSITIVE_INFINITY;
-  const roomLimit = largestRoomForCpu(m, costs.cpuPerDeliveryUs, costs.cpuPerPublishUs);
-  const c = w.connections;
-  return [
-    { resource: "descriptors", limitOf: "connections", limit: fdLimit, utilization: c / fdLimit, detail: `1 per connection, limit ${host.descriptorLimit} minus reserve` },
-    { resource: "memory", limitOf: "connections", limit: memLimit, utilization: c / memLimit, detail: `${kb(perConnMem)} per connection (RSS ${kb(costs.memoryPerConnectionBytes)} + kernel ${kb(costs.kernelMemoryPerConnectionBytes)}) of ${mb(host.memoryBytes)}` },
-    { resource: "CPU (deliveries)", limitOf: "connections", limit: cpuLimit, utilization: c / cpuLimit, detail: `${fmt(perConnCpu)} µs/s per connection (${fmt(m * w.roomSize)} deliveries/s × ${fmt(costs.cpuPerDeliveryUs)} µs + publishes) on ${host.serverThreads} thread(s)` },
-    { resource: "network link", limitOf: "connections", limit: netLimit, utilization: c / netLimit, detail: `${fmt(perConnBytes)} B/s out per connection (${deliveryWireBytes(w.payloadBytes)} B per delivery) on ${fmt(host.linkBitsPerSecond / 1e6)} Mbit/s` },
-    { resource: "one room on one thread", limitOf: "sockets per room", limit: roomLimit, utilization: w.roomSize / roomLimit, detail: `a room's m·F² deliveries/s must fit one thread` },
-  ];
 }
 
 /** Memory a room's history holds, bytes (messages kept × stored size). */
@@ -109,118 +157,167 @@ export function historyBytes(payloadBytes: number, historyMessages: number): num
   return historyMessages * (payloadBytes + 100);
 }
 
+/** What one room of `roomSize` sockets asks of the object (or thread) it runs on, per second. */
+export interface RoomDemand {
+  sockets: number;
+  publishesPerSecond: number;
+  acksPerSecond: number;
+  pingsPerSecond: number;
+  /** Incoming requests and socket messages: publishes, acks and (if counted) heartbeats. */
+  requestsPerSecond: number;
+  memoryBytes: number;
+  cpuUsPerSecond: number;
+}
+
+export function roomDemand(w: Workload, roomSize: number, costs: UnitCosts, a: RoomAssumptions): RoomDemand {
+  const room = { ...w, roomSize };
+  const publishes = w.messagesPerConnection * roomSize;
+  const acks = roomSize * acksPerConnection(room, a.rowsWrittenPerMessage, a.ack);
+  const pings = a.pingsBilled && a.pingIntervalSeconds > 0 ? roomSize / a.pingIntervalSeconds : 0;
+  return {
+    sockets: roomSize,
+    publishesPerSecond: publishes,
+    acksPerSecond: acks,
+    pingsPerSecond: pings,
+    requestsPerSecond: publishes + acks + pings,
+    memoryBytes: roomSize * costs.memoryPerConnectionBytes + historyBytes(w.payloadBytes, a.historyMessages),
+    cpuUsPerSecond: publishes * (roomSize * costs.cpuPerDeliveryUs + costs.cpuPerPublishUs) + acks * costs.cpuPerAckUs,
+  };
+}
+
+function use(line: Omit<ResourceUse, "used">): ResourceUse {
+  return { ...line, used: line.capacity > 0 ? line.demand / line.capacity : Number.POSITIVE_INFINITY };
+}
+
+/** What one connection asks of a self-hosted server per second (its share of its room's work). */
+export interface ConnectionDemand {
+  memoryBytes: number;
+  cpuUsPerSecond: number;
+  bitsPerSecond: number;
+  acksPerSecond: number;
+}
+
+export function connectionDemand(w: Workload, costs: UnitCosts, a: RoomAssumptions): ConnectionDemand {
+  const m = w.messagesPerConnection;
+  const acks = acksPerConnection(w, a.rowsWrittenPerMessage, a.ack);
+  return {
+    memoryBytes: costs.memoryPerConnectionBytes + costs.kernelMemoryPerConnectionBytes,
+    // Its publishes fan out to the room, and the server reads its acks.
+    cpuUsPerSecond: m * (w.roomSize * costs.cpuPerDeliveryUs + costs.cpuPerPublishUs) + acks * costs.cpuPerAckUs,
+    bitsPerSecond: messagesPerSocket(w) * deliveryWireBytes(w.payloadBytes) * 8,
+    acksPerSecond: acks,
+  };
+}
+
+/** Resources of one self-hosted server process on `host`. */
+export function selfHostedResources(w: Workload, costs: UnitCosts, host: Host, a: RoomAssumptions): ResourceUse[] {
+  const c = w.connections;
+  const per = connectionDemand(w, costs, a);
+  const fds = descriptorCeiling(host.descriptorLimit);
+  const threadUs = host.serverThreads * 1e6;
+  const room = roomDemand(w, w.roomSize, costs, a);
+  const ceilingOf = (perConnection: number, capacity: number): number => (perConnection > 0 ? capacity / perConnection : Number.POSITIVE_INFINITY);
+  return [
+    use({
+      resource: "descriptors",
+      demand: c,
+      capacity: fds,
+      unit: "descriptors",
+      ceiling: fds,
+      ceilingOf: "connections",
+      detail: `1 per connection; limit ${fmt(host.descriptorLimit)} minus the launcher's reserve`,
+    }),
+    use({
+      resource: "memory",
+      demand: c * per.memoryBytes,
+      capacity: host.memoryBytes,
+      unit: "bytes",
+      ceiling: ceilingOf(per.memoryBytes, host.memoryBytes),
+      ceilingOf: "connections",
+      detail: `${kb(per.memoryBytes)} per connection (RSS ${kb(costs.memoryPerConnectionBytes)} + kernel ${kb(costs.kernelMemoryPerConnectionBytes)})`,
+    }),
+    use({
+      resource: `CPU of ${host.serverThreads === 1 ? "the thread" : `${host.serverThreads} threads`}`,
+      demand: c * per.cpuUsPerSecond,
+      capacity: threadUs,
+      unit: "CPU µs/s",
+      ceiling: ceilingOf(per.cpuUsPerSecond, threadUs),
+      ceilingOf: "connections",
+      detail: `${fmt(per.cpuUsPerSecond)} µs/s per connection: ${fmt(messagesPerSocket(w))} deliveries/s × ${fmt(costs.cpuPerDeliveryUs)} µs + ${fmt(w.messagesPerConnection)} publishes/s × ${fmt(costs.cpuPerPublishUs)} µs + ${fmt(per.acksPerSecond)} acks/s × ${fmt(costs.cpuPerAckUs)} µs`,
+    }),
+    use({
+      resource: "network link",
+      demand: c * per.bitsPerSecond,
+      capacity: host.linkBitsPerSecond,
+      unit: "bit/s",
+      ceiling: ceilingOf(per.bitsPerSecond, host.linkBitsPerSecond),
+      ceilingOf: "connections",
+      detail: `${bitsPerSecond(per.bitsPerSecond)} out per connection (${deliveryWireBytes(w.payloadBytes)} B on the wire per delivery)`,
+    }),
+    use({
+      resource: "one room on one thread",
+      demand: room.cpuUsPerSecond,
+      capacity: 1e6,
+      unit: "CPU µs/s",
+      ceiling: largestFitting((f) => roomDemand(w, f, costs, a).cpuUsPerSecond, 1e6),
+      ceilingOf: "sockets per room",
+      detail: `a room's m·F² deliveries/s (${fmt(room.publishesPerSecond * w.roomSize)}) and its acks run on one thread; grows with the square of the room size`,
+    }),
+  ];
+}
+
 /**
- * Ceilings of one room on Cloudflare (one Durable Object per room). The
+ * Resources of one room on Cloudflare (one Durable Object per room). The
  * service scales out by rooms, so these bound the room size, not the total.
  */
-export function cloudflareRoomCeilings(w: Workload, costs: UnitCosts, ackBytes: number, historyMessages: number): Ceiling[] {
+export function cloudflareRoomResources(w: Workload, costs: UnitCosts, a: RoomAssumptions): ResourceUse[] {
   const F = w.roomSize;
-  const m = w.messagesPerConnection;
-  const ackRate = acksPerConnection(w, ackBytes);
-  const requestsPerConn = m + ackRate; // incoming socket frames or HTTP publishes, plus acks
-  const requestLimit = CLOUDFLARE_LIMITS.requestsPerSecondPerObject / requestsPerConn;
-  const history = historyBytes(w.payloadBytes, historyMessages);
-  const memLimit = (CLOUDFLARE_LIMITS.memoryPerObjectBytes - history) / costs.memoryPerConnectionBytes;
-  const cpuLimit = largestRoomForCpu(m, costs.cpuPerDeliveryUs, costs.cpuPerPublishUs);
+  const room = roomDemand(w, F, costs, a);
+  const at = (f: number): RoomDemand => roomDemand(w, f, costs, a);
+  const history = historyBytes(w.payloadBytes, a.historyMessages);
   return [
-    { resource: "sockets per object", limitOf: "sockets per room", limit: CLOUDFLARE_LIMITS.socketsPerObject, utilization: F / CLOUDFLARE_LIMITS.socketsPerObject, detail: "hibernatable WebSockets per Durable Object" },
-    { resource: "requests/s per object", limitOf: "sockets per room", limit: requestLimit, utilization: F / requestLimit, detail: `${fmt(requestsPerConn * F)} incoming/s per room vs soft limit ${CLOUDFLARE_LIMITS.requestsPerSecondPerObject}` },
-    { resource: "128 MB per object", limitOf: "sockets per room", limit: memLimit, utilization: F / memLimit, detail: `${kb(costs.memoryPerConnectionBytes)} per socket (measured RSS, an upper bound for the isolate) + ${kb(history)} history` },
-    { resource: "frames/s per object (CPU)", limitOf: "sockets per room", limit: cpuLimit, utilization: F / cpuLimit, detail: `${fmt(m * F * F)} deliveries/s per room × ${fmt(costs.cpuPerDeliveryUs)} µs on one thread (CPU measured on this machine)` },
+    use({
+      resource: "sockets per object",
+      demand: F,
+      capacity: CLOUDFLARE_LIMITS.socketsPerObject,
+      unit: "sockets",
+      ceiling: CLOUDFLARE_LIMITS.socketsPerObject,
+      ceilingOf: "sockets per room",
+      detail: "hibernatable WebSockets per Durable Object",
+    }),
+    use({
+      resource: "requests/s per object",
+      demand: room.requestsPerSecond,
+      capacity: CLOUDFLARE_LIMITS.requestsPerSecondPerObject,
+      unit: "requests/s",
+      ceiling: largestFitting((f) => at(f).requestsPerSecond, CLOUDFLARE_LIMITS.requestsPerSecondPerObject),
+      ceilingOf: "sockets per room",
+      detail: `${fmt(room.publishesPerSecond)} publishes + ${fmt(room.acksPerSecond)} acks${room.pingsPerSecond > 0 ? ` + ${fmt(room.pingsPerSecond)} heartbeats` : ""} per second (soft limit)`,
+    }),
+    use({
+      resource: "memory of one object",
+      demand: room.memoryBytes,
+      capacity: CLOUDFLARE_LIMITS.memoryPerObjectBytes,
+      unit: "bytes",
+      ceiling: largestFitting((f) => at(f).memoryBytes, CLOUDFLARE_LIMITS.memoryPerObjectBytes),
+      ceilingOf: "sockets per room",
+      detail: `${kb(costs.memoryPerConnectionBytes)} per socket (measured RSS, an upper bound for the isolate) + ${bytes(history)} history, of ${mb(CLOUDFLARE_LIMITS.memoryPerObjectBytes)}`,
+    }),
+    use({
+      resource: "CPU of one object",
+      demand: room.cpuUsPerSecond,
+      capacity: 1e6,
+      unit: "CPU µs/s",
+      ceiling: largestFitting((f) => at(f).cpuUsPerSecond, 1e6),
+      ceilingOf: "sockets per room",
+      detail: `${fmt(room.publishesPerSecond * F)} deliveries/s × ${fmt(costs.cpuPerDeliveryUs)} µs + ${fmt(room.acksPerSecond)} acks/s × ${fmt(costs.cpuPerAckUs)} µs on one thread (${cpuPerSecond(room.cpuUsPerSecond)}; CPU measured on this machine)`,
+    }),
   ];
 }
 
-/** The ceiling reached first: highest utilisation. */
-export function lowestCeiling(ceilings: readonly Ceiling[]): Ceiling {
-  return [...ceilings].sort((a, b) => b.utilization - a.utilization)[0] as Ceiling;
-}
-
-export interface CostAssumptions {
-  /** Average life of a connection, s; each new one is an upgrade request (Worker + object). */
-  sessionSeconds: number;
-  /** Worker CPU per request, ms. */
-  workerCpuMsPerRequest: number;
-  /** SQLite rows written per message: the history is a ring, so a publish overwrites one slot. */
-  rowsWrittenPerMessage: number;
-  /** Whether the text heartbeat counts as a billed incoming message (auto-responses are not documented either way). */
-  pingsBilled: boolean;
-  pingIntervalSeconds: number;
-  historyMessages: number;
-  ackBytes: number;
-}
-
-export interface CostLine {
-  item: string;
-  quantity: number;
-  unit: string;
-  included: number;
-  usd: number;
-}
-
-export interface CostEstimate {
-  lines: CostLine[];
-  totalUsd: number;
-  rooms: number;
-  /** Share of the time an object is active (billed duration), 0..1. */
-  activeShare: number;
-  assumptions: string[];
-}
-
-function overage(quantity: number, included: number, perMillion: number): number {
-  return (Math.max(0, quantity - included) / 1e6) * perMillion;
-}
-
-/** Monthly Cloudflare cost of a workload on the Workers Paid plan. */
-export function cloudflareMonthlyCost(w: Workload, costs: UnitCosts, pricing: Pricing, a: CostAssumptions): CostEstimate {
-  const month = SECONDS_PER_MONTH;
-  const C = w.connections;
-  const m = w.messagesPerConnection;
-  const rooms = Math.ceil(C / w.roomSize);
-  const publishes = C * m * month;
-  const upgrades = (C * month) / a.sessionSeconds;
-  const httpPublishes = w.publishVia === "http" ? publishes : 0;
-  const socketPublishes = w.publishVia === "socket" ? publishes : 0;
-  const acks = C * acksPerConnection(w, a.ackBytes) * month;
-  const pings = a.pingsBilled ? (C * month) / a.pingIntervalSeconds : 0;
-  const incomingMessages = socketPublishes + acks + pings;
-
-  const workerRequests = upgrades + httpPublishes;
-  const workerCpuMs = workerRequests * a.workerCpuMsPerRequest;
-  const doRequests = upgrades + httpPublishes + incomingMessages / pricing.doIncomingMessagesPerRequest;
-
-  // An object is billed while a handler runs: each publish costs its fan-out's CPU time (wall ≈ CPU in memory).
-  const publishesPerRoom = m * w.roomSize;
-  const handlerSeconds = (w.roomSize * costs.cpuPerDeliveryUs + costs.cpuPerPublishUs) / 1e6;
-  const activeShare = Math.min(1, publishesPerRoom * handlerSeconds);
-  const gbSeconds = rooms * activeShare * pricing.doBilledMemoryGb * month;
-
-  const rowsWritten = publishes * a.rowsWrittenPerMessage;
-  const storedGb = (rooms * historyBytes(w.payloadBytes, a.historyMessages)) / 1e9;
-
-  const lines: CostLine[] = [
-    { item: "Workers Paid subscription", quantity: 1, unit: "month", included: 0, usd: pricing.workersPaidMonthly },
-    { item: "Worker requests (upgrades + HTTP publishes)", quantity: workerRequests, unit: "requests", included: pricing.workerRequestsIncluded, usd: overage(workerRequests, pricing.workerRequestsIncluded, pricing.workerRequestsPerMillion) },
-    { item: "Worker CPU", quantity: workerCpuMs, unit: "CPU-ms", included: pricing.workerCpuMsIncluded, usd: overage(workerCpuMs, pricing.workerCpuMsIncluded, pricing.workerCpuMsPerMillion) },
-    { item: `Durable Object requests (incoming messages at ${pricing.doIncomingMessagesPerRequest}:1)`, quantity: doRequests, unit: "requests", included: pricing.doRequestsIncluded, usd: overage(doRequests, pricing.doRequestsIncluded, pricing.doRequestsPerMillion) },
-    { item: "Durable Object duration (active, not hibernated)", quantity: gbSeconds, unit: "GB-s", included: pricing.doGbSecondsIncluded, usd: overage(gbSeconds, pricing.doGbSecondsIncluded, pricing.doGbSecondsPerMillion) },
-    { item: "SQLite rows written (history)", quantity: rowsWritten, unit: "rows", included: pricing.sqliteRowsWrittenIncluded, usd: overage(rowsWritten, pricing.sqliteRowsWrittenIncluded, pricing.sqliteRowsWrittenPerMillion) },
-    { item: "SQLite stored data", quantity: storedGb, unit: "GB-month", included: pricing.sqliteStoredGbIncluded, usd: Math.max(0, storedGb - pricing.sqliteStoredGbIncluded) * pricing.sqliteStoredPerGbMonth },
-    { item: "Outgoing WebSocket messages", quantity: deliveriesPerSecond(w) * month, unit: "messages", included: 0, usd: 0 },
-  ];
-  const assumptions = [
-    `30-day month (${month.toLocaleString("en-US")} s); prices: ${pricing.source}`,
-    `${rooms.toLocaleString("en-US")} rooms of ${w.roomSize} sockets, one Durable Object each`,
-    `each connection lives ${a.sessionSeconds} s on average: one upgrade request (Worker + object) per session`,
-    `publishes arrive ${w.publishVia === "socket" ? "as socket frames (incoming messages, billed 20:1)" : "as HTTP requests (one Worker and one object request each)"}`,
-    `clients ack every ${Math.round(a.ackBytes / 1024)} KiB received: ${fmt(acksPerConnection(w, a.ackBytes))} acks/s per connection`,
-    a.pingsBilled
-      ? `the text heartbeat every ${a.pingIntervalSeconds} s is counted as a billed incoming message (conservative: it is answered by the runtime without waking the object, and protocol-level pings are documented as free)`
-      : "the text heartbeat is not billed (answered by the runtime's auto-response)",
-    `an object is billed 128 MB only while handling: ${fmt(handlerSeconds * 1e3)} ms per publish (fan-out CPU measured locally) → active ${(activeShare * 100).toFixed(1)}% of the time`,
-    `${a.rowsWrittenPerMessage} SQLite rows written per message (one ring slot), history of ${a.historyMessages} messages per room`,
-    `Worker CPU ${a.workerCpuMsPerRequest} ms per request`,
-  ];
-  return { lines, totalUsd: lines.reduce((sum, l) => sum + l.usd, 0), rooms, activeShare, assumptions };
+/** The resource with the highest share used. */
+export function mostUsed(resources: readonly ResourceUse[]): ResourceUse {
+  return [...resources].sort((a, b) => b.used - a.used)[0] as ResourceUse;
 }
 
 export interface VpsOffer extends Host {
@@ -244,14 +341,15 @@ export interface VpsEstimate {
 }
 
 /** How many fixed-price servers the workload needs, given per-connection costs, plus transfer beyond what they include. */
-export function vpsEstimate(w: Workload, costs: UnitCosts, offer: VpsOffer): VpsEstimate {
-  const ceilings = selfHostedCeilings(w, costs, offer).filter((c) => c.limitOf === "connections");
-  const binding = [...ceilings].sort((a, b) => b.utilization - a.utilization)[0] as Ceiling;
-  const servers = Math.max(1, Math.ceil(binding.utilization - 1e-9));
+export function vpsEstimate(w: Workload, costs: UnitCosts, offer: VpsOffer, a: RoomAssumptions): VpsEstimate {
+  const resources = selfHostedResources(w, costs, offer, a);
+  // Servers add connections, not room size: the connection-bound resources decide how many.
+  const binding = mostUsed(resources.filter((r) => r.ceilingOf === "connections"));
+  const servers = Math.max(1, Math.ceil(binding.used - 1e-9));
   const outgoing = deliveriesPerSecond(w) * deliveryWireBytes(w.payloadBytes) * SECONDS_PER_MONTH;
   const overageGb = Math.max(0, outgoing - servers * offer.transferBytesPerMonth) / 1e9;
   const transferOverageUsd = overageGb * offer.transferOverageUsdPerGb;
-  const roomCeiling = largestRoomForCpu(w.messagesPerConnection, costs.cpuPerDeliveryUs, costs.cpuPerPublishUs);
+  const room = resources.find((r) => r.ceilingOf === "sockets per room");
   return {
     offer,
     servers,
@@ -259,20 +357,6 @@ export function vpsEstimate(w: Workload, costs: UnitCosts, offer: VpsOffer): Vps
     outgoingBytesPerMonth: outgoing,
     transferOverageUsd,
     monthlyUsd: servers * offer.monthlyUsd + transferOverageUsd,
-    fitsOneRoom: w.roomSize <= roomCeiling,
+    fitsOneRoom: room === undefined || room.used <= 1,
   };
-}
-
-function fmt(v: number): string {
-  if (!Number.isFinite(v)) return "∞";
-  if (Math.abs(v) >= 100) return Math.round(v).toLocaleString("en-US");
-  return Number(v.toPrecision(3)).toString();
-}
-
-function kb(bytes: number): string {
-  return `${(bytes / 1024).toFixed(1)} KB`;
-}
-
-function mb(bytes: number): string {
-  return `${Math.round(bytes / 1048576).toLocaleString("en-US")} MB`;
 }

@@ -11,6 +11,17 @@
  *   WebSockets per object), soft limit of 1,000 requests/s per object
  *   (https://developers.cloudflare.com/durable-objects/reference/faq/)
  */
+/** Where a price was read, and when: prices change, so every figure carries both. */
+export interface PriceSource {
+  url: string;
+  /** The date the page was read (a stored copy of it), YYYY-MM-DD, or how long ago when not re-read. */
+  readOn: string;
+  /** "provider": the seller's own page; "secondary": someone else's account of it, to check before quoting. */
+  kind: "provider" | "secondary";
+  /** What was read there. */
+  says: string;
+}
+
 export interface Pricing {
   /** Workers Paid subscription, USD per month (includes the allowances below). */
   workersPaidMonthly: number;
@@ -30,8 +41,9 @@ export interface Pricing {
   sqliteRowsWrittenPerMillion: number;
   sqliteStoredGbIncluded: number;
   sqliteStoredPerGbMonth: number;
-  /** Where and when these figures were read. */
+  /** A one-line summary of where and when these figures were read. */
   source: string;
+  sources: PriceSource[];
 }
 
 export const CLOUDFLARE_PRICING: Pricing = {
@@ -50,7 +62,27 @@ export const CLOUDFLARE_PRICING: Pricing = {
   sqliteRowsWrittenPerMillion: 1.0,
   sqliteStoredGbIncluded: 5,
   sqliteStoredPerGbMonth: 0.2,
-  source: "developers.cloudflare.com Workers and Durable Objects pricing pages, Workers Paid plan, as published in 2026",
+  source: "developers.cloudflare.com Workers and Durable Objects pricing pages, Workers Paid plan (see sources for dates)",
+  sources: [
+    {
+      url: "https://developers.cloudflare.com/durable-objects/platform/pricing/",
+      readOn: "2026-12-01",
+      kind: "provider",
+      says: "requests 1 million included + $0.15/million, WebSocket messages included (incoming billed 20:1, outgoing free); duration 400,000 GB-s + $12.50/million GB-s; objects idle and eligible for hibernation are not billed for duration",
+    },
+    {
+      url: "https://developers.cloudflare.com/durable-objects/platform/pricing/",
+      readOn: "earlier in 2026, not re-read on 2026-12-01",
+      kind: "provider",
+      says: "SQLite storage: rows written 50 million included + $1.00/million, rows read $0.001/million, stored data 5 GB-month + $0.20/GB-month; duration billed at 128 MB per active object",
+    },
+    {
+      url: "https://developers.cloudflare.com/workers/platform/pricing/",
+      readOn: "earlier in 2026, not re-read on 2026-12-01",
+      kind: "provider",
+      says: "Workers Paid $5/month: 10 million requests + $0.30/million, 30 million CPU-ms + $0.02/million",
+    },
+  ],
 };
 
 /** Platform limits per Durable Object. */

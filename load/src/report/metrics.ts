@@ -10,6 +10,8 @@ export interface MetricInfo {
   unit: Unit;
   /** Which way is better, for ratios; undefined = neither (a count of what was asked). */
   better?: "lower" | "higher";
+  /** This figure is the ± of another one (printed beside it, never as a row of its own). */
+  uncertaintyOf?: string;
 }
 
 export const METRICS = {
@@ -22,6 +24,7 @@ export const METRICS = {
   handshakeP99Ms: { label: "handshake p99", unit: "ms", better: "lower" },
   welcomeP99Ms: { label: "time to welcome p99", unit: "ms", better: "lower" },
   serverCpuPerHandshakeUs: { label: "server CPU per handshake", unit: "us", better: "lower" },
+  serverCpuPerHandshakeUsPlusMinus: { label: "server CPU per handshake, ±", unit: "us", uncertaintyOf: "serverCpuPerHandshakeUs" },
   idleMemoryPerConnectionBytes: { label: "server RSS per idle connection", unit: "bytes", better: "lower" },
   systemMemoryPerConnectionBytes: { label: "MemAvailable drop per connection (minus client RSS)", unit: "bytes", better: "lower" },
   kernelTcpMemoryPerConnectionBytes: { label: "kernel TCP memory per connection (both ends)", unit: "bytes", better: "lower" },
@@ -34,7 +37,9 @@ export const METRICS = {
   delivered: { label: "delivered in time", unit: "count", better: "higher" },
   deliveriesPerSecond: { label: "deliveries/s", unit: "per-second", better: "higher" },
   serverCpuPerDeliveryUs: { label: "server CPU per delivery", unit: "us", better: "lower" },
+  serverCpuPerDeliveryUsPlusMinus: { label: "server CPU per delivery, ±", unit: "us", uncertaintyOf: "serverCpuPerDeliveryUs" },
   deliveriesPerServerCpuSecond: { label: "deliveries per server CPU-second", unit: "per-second", better: "higher" },
+  deliveriesPerServerCpuSecondPlusMinus: { label: "deliveries per server CPU-second, ±", unit: "per-second", uncertaintyOf: "deliveriesPerServerCpuSecond" },
   eventsPerFrame: { label: "messages per frame (coalescing)", unit: "ratio" },
   latencyP50Ms: { label: "latency p50 (ts -> receive)", unit: "ms", better: "lower" },
   latencyP95Ms: { label: "latency p95", unit: "ms", better: "lower" },
@@ -74,7 +79,18 @@ export type Summary = Partial<Record<MetricKey, number>>;
 
 const KB = 1024;
 
-/** Human form of one figure. */
+/** Keys of figures printed as rows: every metric but the ± of another. */
+export const ROW_METRICS: readonly MetricKey[] = (Object.keys(METRICS) as MetricKey[]).filter((k) => !("uncertaintyOf" in METRICS[k]));
+
+/** The key holding the ± of `key`, if it has one. */
+export function uncertaintyKeyOf(key: MetricKey): MetricKey | undefined {
+  return (Object.keys(METRICS) as MetricKey[]).find((k) => {
+    const info: MetricInfo = METRICS[k];
+    return info.uncertaintyOf === key;
+  });
+}
+
+/** Human form of one figure. KB and MB are 1,024 and 1,048,576 bytes, as in docs/benchmarks.md. */
 export function formatValue(value: number | undefined, unit: Unit): string {
   if (value === undefined || Number.isNaN(value)) return "-";
   switch (unit) {
@@ -83,9 +99,10 @@ export function formatValue(value: number | undefined, unit: Unit): string {
     case "per-second":
       return value >= 100 ? Math.round(value).toLocaleString("en-US") : value.toFixed(1);
     case "us":
-      return value >= 100 ? `${Math.round(value)} µs` : `${value.toFixed(1)} µs`;
+      return value >= 100 ? `${Math.round(value).toLocaleString("en-US")} µs` : `${value.toFixed(1)} µs`;
     case "ms":
-      return `${Math.round(value).toLocaleString("en-US")} ms`;
+      // Below 10 ms a whole number hides most of the figure (0.4 ms is not 0 ms).
+      return Math.abs(value) < 10 ? `${value.toFixed(1)} ms` : `${Math.round(value).toLocaleString("en-US")} ms`;
     case "seconds":
       return `${value.toFixed(1)} s`;
     case "bytes":
@@ -97,6 +114,49 @@ export function formatValue(value: number | undefined, unit: Unit): string {
     case "ratio":
       return value.toFixed(2);
   }
+}
+
+const UNIT_SUFFIX: Partial<Record<Unit, string>> = { us: " µs", ms: " ms", seconds: " s", percent: "%" };
+
+/**
+ * An uncertainty bound rounded up (a bound rounded down would no longer be
+ * one) to one significant digit, or two when the first is a 1 (rounding 1.3
+ * up to 2 would overstate it by half), and the decimals that needs.
+ */
+export function roundBoundUp(bound: number): { value: number; decimals: number } {
+  if (!(bound > 0) || !Number.isFinite(bound)) return { value: 0, decimals: 0 };
+  let exponent = Math.floor(Math.log10(bound));
+  if (bound / 10 ** exponent < 2) exponent -= 1;
+  const step = 10 ** exponent;
+  // The small allowance keeps 0.3/0.1 = 2.9999999999999996 from rounding up to 4.
+  const digits = Math.ceil(bound / step - 1e-9);
+  const value = Number((digits * step).toPrecision(12));
+  return { value, decimals: Math.max(0, -exponent) };
+}
+
+/**
+ * A figure with its ±, both to the decimal place of the ± (rounded up):
+ * "31.5 ± 0.4 µs". Without a usable ±, the figure alone.
+ */
+export function formatWithUncertainty(value: number | undefined, plusMinus: number | undefined, unit: Unit): string {
+  if (value === undefined || Number.isNaN(value)) return "-";
+  if (plusMinus === undefined || !(plusMinus > 0) || !Number.isFinite(plusMinus)) return formatValue(value, unit);
+  const rounded = roundBoundUp(plusMinus);
+  // Past three decimals the figure stops being readable; 0.001 still bounds the error.
+  const bound = rounded.decimals > 3 ? { value: 0.001, decimals: 3 } : rounded;
+  const decimals = bound.decimals;
+  const shown = (v: number): string => v.toLocaleString("en-US", { minimumFractionDigits: decimals, maximumFractionDigits: decimals });
+  return `${shown(value)} ± ${shown(bound.value)}${UNIT_SUFFIX[unit] ?? ""}`;
+}
+
+/** One summary figure as printed, with its ± when the summary has one. */
+export function formatMetric(summary: Summary, key: MetricKey): string {
+  // Results written by another version of the tool may name figures this one does not know.
+  const info = METRICS[key] as MetricInfo | undefined;
+  if (!info) return summary[key] === undefined ? "-" : String(summary[key]);
+  const plusMinusKey = uncertaintyKeyOf(key);
+  const plusMinus = plusMinusKey ? summary[plusMinusKey] : undefined;
+  return formatWithUncertainty(summary[key], plusMinus, info.unit);
 }
 
 /** ours / baseline, or undefined when either side is missing or zero. */

@@ -43,6 +43,8 @@ export class ProgressLine {
       parts.push(`fds ${sample.server.fds}`);
     }
     parts.push(`machine ${Math.round(sample.machineBusy * 100)}%`);
+    // The rates above are averages since the previous sample, not over the run: say over how long.
+    parts.push(`(rates over ${dt.toFixed(1)} s)`);
     if (this.extra) parts.push(this.extra);
     const line = parts.join("  ");
     if (this.tty) process.stderr.write(`\r\x1b[K${line.slice(0, (process.stderr.columns || 200) - 1)}`);

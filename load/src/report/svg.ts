@@ -2,6 +2,7 @@
 
 export interface Series {
   name: string;
+  /** A point whose x or y is not finite breaks the line (a gap), and is not drawn. */
   points: Array<[number, number]>;
   color?: string;
   /** Draw as a step function (CDFs). */
@@ -11,6 +12,8 @@ export interface Series {
 
 export interface ChartOptions {
   title: string;
+  /** A second line under the title: what a point is (an instant, or an average over a bucket). */
+  subtitle?: string;
   xLabel: string;
   yLabel: string;
   series: Series[];
@@ -66,12 +69,13 @@ function shortNumber(v: number): string {
 export function lineChart(options: ChartOptions): string {
   const width = options.width ?? 760;
   const height = options.height ?? 300;
-  const margin = { top: 34, right: 16, bottom: 44, left: 64 };
+  const margin = { top: options.subtitle ? 48 : 34, right: 16, bottom: 44, left: 64 };
   const plotW = width - margin.left - margin.right;
   const plotH = height - margin.top - margin.bottom;
   const all = options.series.flatMap((s) => s.points).filter(([x, y]) => Number.isFinite(x) && Number.isFinite(y));
   const header = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}" role="img" aria-label="${escapeXml(options.title)}">`;
-  const title = `<text x="${margin.left}" y="20" font-size="14" font-weight="600">${escapeXml(options.title)}</text>`;
+  const subtitle = options.subtitle ? `<text x="${margin.left}" y="36" font-size="11" fill="#495057">${escapeXml(options.subtitle)}</text>` : "";
+  const title = `<text x="${margin.left}" y="20" font-size="14" font-weight="600">${escapeXml(options.title)}</text>${subtitle}`;
   if (all.length === 0) {
     return `${header}${title}<text x="${width / 2}" y="${height / 2}" text-anchor="middle" fill="#868e96">no data</text></svg>`;
   }
@@ -118,20 +122,28 @@ export function lineChart(options: ChartOptions): string {
     parts.push(`<line x1="${x}" x2="${x}" y1="${margin.top}" y2="${margin.top + plotH}" stroke="#adb5bd" stroke-dasharray="3 3"/>`);
     parts.push(`<text x="${px + 3}" y="${margin.top + 10 + row * 11}" font-size="10" fill="#868e96">${escapeXml(mark.label)}</text>`);
   }
+  let legendX = margin.left + 8;
   options.series.forEach((series, i) => {
     const color = series.color ?? PALETTE[i % PALETTE.length];
-    const pts = series.points.filter(([x, y]) => Number.isFinite(x) && Number.isFinite(y));
-    if (pts.length === 0) return;
+    if (!series.points.some(([x, y]) => Number.isFinite(x) && Number.isFinite(y))) return;
     let d = "";
-    pts.forEach(([x, y], j) => {
+    let open = false;
+    for (const [x, y] of series.points) {
+      if (!Number.isFinite(x) || !Number.isFinite(y)) {
+        open = false;
+        continue;
+      }
       const px = fx(x).toFixed(1);
       const py = fy(y).toFixed(1);
-      if (j === 0) d += `M${px},${py}`;
+      if (!open) d += `M${px},${py}`;
       else if (series.step) d += `H${px}V${py}`;
       else d += `L${px},${py}`;
-    });
+      open = true;
+    }
     parts.push(`<path d="${d}" fill="none" stroke="${color}" stroke-width="1.8"${series.dashed ? ' stroke-dasharray="5 3"' : ""}/>`);
-    const lx = margin.left + 8 + i * 150;
+    // Legend entries sit side by side, each as wide as its name (about 6.5 px per character at 11 px).
+    const lx = legendX;
+    legendX += Math.max(80, series.name.length * 6.5 + 30);
     parts.push(`<rect x="${lx}" y="${margin.top + plotH + 26}" width="10" height="10" fill="${color}"/>`);
     parts.push(`<text x="${lx + 14}" y="${margin.top + plotH + 35}" font-size="11">${escapeXml(series.name)}</text>`);
   });

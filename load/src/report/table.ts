@@ -1,10 +1,12 @@
 import type { ComparisonRow, LoadReport, TargetRun } from "../result";
-import { METRICS, formatValue, ratio, type MetricKey } from "./metrics";
+import { CPU_DELTA_TICKS, CPU_TICK_US } from "../stats/cpu-ticks";
+import { METRICS, ROW_METRICS, formatMetric, formatWithUncertainty, ratio, type MetricKey } from "./metrics";
+import { annotateCpuUncertainty, waveUncertaintyUs } from "./uncertainty";
 
-/** Builds the ours-vs-baseline rows for every figure both runs have. */
+/** Builds the ours-vs-baseline rows for every figure either run has (a ± travels with its figure, not as a row). */
 export function compareRuns(ours: TargetRun, baseline: TargetRun): ComparisonRow[] {
   const rows: ComparisonRow[] = [];
-  for (const key of Object.keys(METRICS) as MetricKey[]) {
+  for (const key of ROW_METRICS) {
     const a = ours.summary[key];
     const b = baseline.summary[key];
     if (a === undefined && b === undefined) continue;
@@ -33,8 +35,24 @@ function runHeader(run: TargetRun): string {
   return `${run.label}: ${run.url}${server}${run.ok ? "" : `  FAILED: ${run.error}`}`;
 }
 
-/** The final human-readable table. */
+/** What a ± on a CPU figure means, printed under any table that has one. */
+export function cpuUncertaintyNote(): string {
+  return `± on server CPU figures: utime+stime count ${CPU_TICK_US / 1000} ms clock ticks, so a phase's CPU is known to ±${CPU_DELTA_TICKS} ticks (${(CPU_DELTA_TICKS * CPU_TICK_US) / 1000} ms), divided by the operations it is shared over`;
+}
+
+function hasCpuUncertainty(report: LoadReport): boolean {
+  return report.runs.some(
+    (r) =>
+      (Object.keys(r.summary) as MetricKey[]).some((k) => "uncertaintyOf" in METRICS[k]) || (r.waves ?? []).some((w) => waveUncertaintyUs(w) !== undefined),
+  );
+}
+
+/**
+ * The final human-readable table. Fills in the ± of per-operation CPU figures
+ * on the report first (see annotateCpuUncertainty).
+ */
 export function renderText(report: LoadReport): string {
+  annotateCpuUncertainty(report);
   const out: string[] = [];
   const m = report.machine;
   out.push(`scenario ${report.scenario} — ${m.cores} cores ${m.cpuModel}, ${(m.memTotalBytes / 2 ** 30).toFixed(1)} GB, Linux ${m.kernel}, Node ${m.node}`);
@@ -47,16 +65,14 @@ export function renderText(report: LoadReport): string {
       grid(
         ["metric", first.label, second.label, `${first.label}/${second.label}`],
         report.comparison.map((row) => {
-          const unit = METRICS[row.metric as MetricKey].unit;
-          return [row.label, formatValue(row.ours, unit), formatValue(row.baseline, unit), row.ratio === undefined ? "-" : `${row.ratio.toFixed(2)}x`];
+          const key = row.metric as MetricKey;
+          return [row.label, formatMetric(first.summary, key), formatMetric(second.summary, key), row.ratio === undefined ? "-" : `${row.ratio.toFixed(2)}x`];
         }),
       ),
     );
   } else {
     for (const run of report.runs) {
-      const rows = (Object.keys(METRICS) as MetricKey[])
-        .filter((k) => run.summary[k] !== undefined)
-        .map((k) => [METRICS[k].label, formatValue(run.summary[k], METRICS[k].unit)]);
+      const rows = ROW_METRICS.filter((k) => run.summary[k] !== undefined).map((k) => [METRICS[k].label, formatMetric(run.summary, k)]);
       if (rows.length) out.push(grid(["metric", run.label], rows));
     }
   }
@@ -73,7 +89,7 @@ export function renderText(report: LoadReport): string {
             String(w.ok),
             w.seconds.toFixed(2),
             Math.round(w.rate).toString(),
-            formatValue(w.serverCpuPerHandshakeUs, "us"),
+            formatWithUncertainty(w.serverCpuPerHandshakeUs, waveUncertaintyUs(w), "us"),
             Object.keys(w.failures).length ? JSON.stringify(w.failures) : "-",
           ]),
         ),
@@ -85,5 +101,6 @@ export function renderText(report: LoadReport): string {
     if (closes && Object.keys(closes).length) out.push(`${run.label} closes by code: ${JSON.stringify(closes)}`);
     for (const note of run.notes) out.push(`${run.label}: ${note}`);
   }
+  if (hasCpuUncertainty(report)) out.push(cpuUncertaintyNote());
   return out.join("\n");
 }
