@@ -84,17 +84,19 @@ export function cloudflareMonthlyCost(w: Workload, costs: UnitCosts, pricing: Pr
     { item: "Outgoing WebSocket messages", quantity: deliveries, unit: "messages", included: 0, usd: 0 },
   ];
   const frames = framesPerSocket(w, a.rowsWrittenPerMessage);
+  const perFrame = 1 / Math.max(1e-9, a.rowsWrittenPerMessage);
   const assumptions = [
     `30-day month (${month.toLocaleString("en-US")} s); prices: ${pricing.source}`,
     `${rooms.toLocaleString("en-US")} rooms of ${w.roomSize} sockets, one Durable Object each`,
     `each connection lives ${a.sessionSeconds} s on average: one upgrade request (Worker + object) per session`,
     `publishes arrive ${w.publishVia === "socket" ? "as socket frames (incoming messages, billed 20:1)" : "as HTTP requests (one Worker and one object request each)"}`,
-    `each socket receives ${fmt(frames)} frames/s (one per flush: ${fmt(1 / Math.max(1e-9, a.rowsWrittenPerMessage))} messages per frame) and acks at most ${fmt(a.ack.delaySeconds * 1000)} ms after a frame or at half a ${fmt(a.ack.windowBytes / 1024)} KiB window: ${fmt(ackRate)} acks/s per connection (frames ÷ (1 + frames × delay))`,
+    `each socket receives ${fmt(frames)} frames/s (one per flush: ${fmt(perFrame)} message${perFrame === 1 ? "" : "s"} per frame) and acks at most ${fmt(a.ack.delaySeconds * 1000)} ms after a frame or at half a ${fmt(a.ack.windowBytes / 1024)} KiB window: ${fmt(ackRate)} acks/s per connection (frames ÷ (1 + frames × delay))`,
     a.pingsBilled
       ? `the text heartbeat every ${a.pingIntervalSeconds} s counts as a billed incoming message, like an ack`
       : "the text heartbeat is not billed (answered by the runtime's auto-response)",
+    `incoming socket messages a month: ${fmt(socketPublishes)} publishes, ${fmt(acks)} acks, ${fmt(pings)} heartbeats`,
     `an object is billed ${Math.round(pricing.doBilledMemoryGb * 1000)} MB only while handling: fan-outs and acks take ${fmt(room.cpuUsPerSecond / 1000)} ms per second per room (CPU measured locally, wall ≈ CPU) → active ${(activeShare * 100).toFixed(2)}% of the time`,
-    `${fmt(a.rowsWrittenPerMessage)} SQLite rows written per message (one row per flush), history of ${a.historyMessages} messages per room`,
+    `${fmt(a.rowsWrittenPerMessage)} SQLite row${a.rowsWrittenPerMessage === 1 ? "" : "s"} written per message (one row per flush), history of ${a.historyMessages} messages per room`,
     `Worker CPU ${a.workerCpuMsPerRequest} ms per request`,
   ];
   return { lines, totalUsd: lines.reduce((sum, l) => sum + l.usd, 0), rooms, activeShare, deliveriesPerMonth: deliveries, publishesPerMonth: publishes, assumptions };

@@ -81,7 +81,7 @@ export function meteredEstimate(w: Workload, s: HostedService): PerMillionLine {
     usdPerMillionDelivered: perMillion,
     monthlyUsd: plan ? usage + base : undefined,
     basis:
-      `$${s.usdPerMillionMessages} per million counted messages × ${countedPerDelivered(s, w.roomSize).toFixed(3)} counted per delivery` +
+      `${usd(s.usdPerMillionMessages ?? 0)} per million counted messages × ${countedPerDelivered(s, w.roomSize).toFixed(3)} counted per delivery` +
       ` + connection minutes ${usd(connectionUsd)} + channel minutes ${usd(channelUsd)} a month${plan ? ` + ${plan.plan} ${usd(base)}` : ""}, at the first-tier list price`,
     fits: plan
       ? `fits ${plan.plan} (${limitsOf(plan)}): ${usd(usage + base)}/month`
