@@ -184,7 +184,7 @@ function charts(report: LoadReport): string {
           // utime+stime in µs per s of wall time: ÷ 10,000 gives % of one core.
           series: cpu.map(({ run, buckets }, i) => ({ name: run.label, color: colorOf(run, i), step: true, points: stepPoints(buckets, 1 / 1e4) })),
         }),
-        `utime+stime of the server process in each sampling bucket ÷ its width. CPU time counts 10 ms ticks, so a bucket of ${describeWidths(widths)} is known to ±2 ticks` +
+        `utime+stime of the server process in each sampling bucket ÷ its width (${describeWidths(widths)}). CPU time counts 10 ms ticks, so a bucket${widths ? ` of ${widths.median.toFixed(2)} s` : ""} is known to ±2 ticks` +
           (pm === undefined ? "." : ` (±${pm.toFixed(1)} points of a core).`) +
           ` Peak bucket: ${peaks}.` +
           (phase ? ` The summary's server CPU is the average over its measured phase (${phase}).` : ""),
