@@ -15,6 +15,8 @@ import { flushServiceCountersSoon } from "./service-counters";
 import { staticRoutes } from "./static";
 import { admitSocket } from "./local-admission";
 import { decodePublishBody } from "./publish-body";
+import { readCoordinatorConfig } from "../durable-objects/coordinator/config";
+import { shardOf, shardStub } from "../durable-objects/coordinator/shards";
 import { bodyLimits, readBody } from "./request-body";
 
 type AppEnv = { Bindings: Env; Variables: { limits: Limits; room: string } };
@@ -129,6 +131,9 @@ app.all("/rooms/:room/ws", (c) => jsonError(c, 405, "method_not_allowed", "conne
 
 app.get("/rooms/:room", async (c) => {
   const room = c.get("room");
+  // Instantiating a room that never existed would create its database: ask the directory first.
+  const shard = shardStub(c.env.COORDINATOR, shardOf(room, readCoordinatorConfig(c.env).shards));
+  if (!(await shard.known(room))) return jsonError(c, 404, "not_found", "no such room: it holds no history and no sockets");
   const stub = c.env.ROOMS.get(c.env.ROOMS.idFromName(room));
   return c.json(await stub.stats());
 });

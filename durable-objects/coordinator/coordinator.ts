@@ -11,6 +11,7 @@ import {
   type CoordinatorConfig,
 } from "./config";
 import { fanOut, type FanOutResult } from "./fan-out";
+import { Directory } from "./directory";
 import { Registry, type RegistryQuery, type RoomEntry, type RoomReport } from "./registry";
 import { Totals } from "./totals";
 
@@ -48,6 +49,7 @@ export interface PageFanOutResult extends FanOutResult {
 export class Coordinator extends DurableObject<Record<string, unknown>> {
   readonly #config: CoordinatorConfig;
   readonly #registry: Registry;
+  readonly #directory: Directory;
   readonly #totals: Totals;
   /** Whether the sweep alarm is known to be set; saves a storage call per report. */
   #sweepArmed = false;
@@ -56,7 +58,19 @@ export class Coordinator extends DurableObject<Record<string, unknown>> {
     super(ctx, env);
     this.#config = readCoordinatorConfig(env);
     this.#registry = new Registry(ctx.storage.sql);
+    this.#directory = new Directory(ctx.storage.sql);
     this.#totals = new Totals(ctx.storage.sql);
+  }
+
+  /** A room wrote its first row (stored) or gave its storage back (not stored). */
+  async storage(room: string, stored: boolean): Promise<void> {
+    if (!isValidRoomName(room)) return;
+    this.#directory.set(room, stored);
+  }
+
+  /** Whether `room` holds storage or sockets: whether looking at it can find anything. */
+  async known(room: string): Promise<boolean> {
+    return this.#directory.has(room) || this.#registry.list({ prefix: room, after: null, limit: 1 }, Date.now()).some((e) => e.room === room);
   }
 
   /** A room's occupancy report (edge or heartbeat). Reports older than the stored one are ignored. */

@@ -14,7 +14,15 @@ export interface RoomRegistration {
   occupancyChanged(room: string, connections: number): void;
   /** Called from the room's periodic sweep while it has sockets. */
   heartbeat(room: string, connections: number): void;
+  /**
+   * The room holds storage (it is about to write) or gave it back. Resolves
+   * once the directory has it, or after STORAGE_REPORT_TIMEOUT_MS; never rejects.
+   */
+  storage(room: string, stored: boolean): Promise<void>;
 }
+
+/** How long a room waits for the directory before it goes on anyway (and logs). */
+const STORAGE_REPORT_TIMEOUT_MS = 1000;
 
 /** Where a report's counter delta comes from, and where its success is recorded. */
 export interface CounterSource {
@@ -22,7 +30,7 @@ export interface CounterSource {
   reported(delta: RoomCounterValues): void;
 }
 
-const NO_REGISTRATION: RoomRegistration = { occupancyChanged() {}, heartbeat() {} };
+const NO_REGISTRATION: RoomRegistration = { occupancyChanged() {}, heartbeat() {}, storage: async () => {} };
 
 /** Registration for a room object; reports run in the background (ctx.waitUntil). */
 export function registrationFor(env: Record<string, unknown>, ctx: DurableObjectState, counters: CounterSource): RoomRegistration {
@@ -61,6 +69,20 @@ class ShardRegistration implements RoomRegistration {
 
   heartbeat(room: string, connections: number): void {
     this.#submit({ room, connections, at: Date.now() });
+  }
+
+  async storage(room: string, stored: boolean): Promise<void> {
+    let timer: ReturnType<typeof setTimeout> | null = null;
+    try {
+      await Promise.race([
+        shardStub(this.#namespace, shardOf(room, this.#shards)).storage(room, stored),
+        new Promise((_, reject) => (timer = setTimeout(() => reject(new Error("timed out")), STORAGE_REPORT_TIMEOUT_MS))),
+      ]);
+    } catch (error) {
+      logEvent("error", { where: "directory_report", room, stored, error: String(error) });
+    } finally {
+      if (timer !== null) clearTimeout(timer);
+    }
   }
 
   #submit(report: RoomReport): void {

@@ -41,6 +41,8 @@ export class Room extends DurableObject<Record<string, unknown>> {
   readonly #sweeper: Sweeper;
   readonly #instanceStartedAt = Date.now();
   #name: string | null;
+  /** Whether this instance has told the directory that the room holds storage. */
+  #listed = false;
 
   constructor(ctx: DurableObjectState, env: Record<string, unknown>) {
     super(ctx, env);
@@ -86,11 +88,13 @@ export class Room extends DurableObject<Record<string, unknown>> {
           if (this.#name) this.#registration.occupancyChanged(this.#name, 0);
         },
         quiet: () => this.#counters.unreported() === null,
-        reclaimed: () => {
+        reclaimed: async () => {
           this.#history.reset();
           this.#counters.reset();
           this.#delivery.reset();
           this.#publishing.reset();
+          this.#listed = false;
+          if (this.#name) await this.#registration.storage(this.#name, false);
         },
       },
     );
@@ -125,6 +129,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
   override async fetch(request: Request): Promise<Response> {
     try {
       this.#learnName(request.headers.get(ROOM_NAME_HEADER));
+      await this.#list();
       const url = new URL(request.url);
       const since = parseSeqParam(url.searchParams.get("since"));
       const epoch = url.searchParams.get("epoch");
@@ -191,6 +196,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
    */
   async publish(room: string, dataJson: string, options: PublishOptions = {}): Promise<PublishResult> {
     this.#learnName(room);
+    await this.#list();
     return this.#publishing.publish(dataJson, options);
   }
 
@@ -275,6 +281,18 @@ export class Room extends DurableObject<Record<string, unknown>> {
     if (!name || this.#name === name) return;
     this.#name = name;
     this.#history.setMeta("name", name);
+  }
+
+  /**
+   * Before this instance writes: the directory learns that the room holds
+   * storage, so the worker will show it to those who look (it shows nothing
+   * for rooms it does not know, to create nothing). Once per instance, which
+   * also heals a report that was lost.
+   */
+  async #list(): Promise<void> {
+    if (this.#listed || !this.#name) return;
+    this.#listed = true;
+    await this.#registration.storage(this.#name, true);
   }
 
   /** Work that must not hold up the caller, and whose failure is logged rather than thrown. */

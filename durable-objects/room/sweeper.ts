@@ -19,8 +19,8 @@ export interface SweeperHooks {
   reportEmpty(): void;
   /** True when the room has nothing in flight that storage still has to hold (no publish pending, counters reported). */
   quiet(): boolean;
-  /** Storage was deleted: forget what memory knew of it. */
-  reclaimed(): void;
+  /** Storage was deleted: forget what memory knew of it, and tell the directory. */
+  reclaimed(): Promise<void>;
 }
 
 /** How long to wait before trying again when an empty room still has counters to report. */
@@ -98,7 +98,7 @@ export class Sweeper {
       }
       await this.#ctx.storage.deleteAlarm();
       await this.#ctx.storage.deleteAll();
-      this.#hooks.reclaimed();
+      await this.#hooks.reclaimed();
       return;
     }
     await this.ensureAlarm();

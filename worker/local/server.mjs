@@ -27,6 +27,7 @@
 import { execFileSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { mkdirSync, readFileSync, readdirSync, rmSync } from "node:fs";
+import { removeEmptyRoomDatabases } from "./empty-rooms.mjs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { adminClient } from "./admin.mjs";
@@ -152,6 +153,8 @@ async function main() {
   const { vars, origin } = loadVars(options, config.vars);
   const plan = planDescriptors(descriptorLimits(), options.gate, options.ceiling);
   mkdirSync(dataDir, { recursive: true });
+  const emptied = removeEmptyRoomDatabases(dataDir);
+  if (emptied > 0) console.log(`removed ${emptied} empty room database files left by rooms that gave their storage back`);
 
   const privateDir = createPrivateDir();
   let child = null;
