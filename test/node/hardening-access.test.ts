@@ -36,9 +36,13 @@ describe("room stats and the room listing take the publish key", () => {
   });
 
   it("answers them with the key, and without one when no key is set", async () => {
-    expect(await get(secured, "/rooms/lobby", PUBLISH_KEY)).toMatchObject({ status: 200, json: { seq: 0 } });
+    // A room nobody used is not found (looking creates nothing); one that was published into is.
+    expect(await get(secured, "/rooms/lobby", PUBLISH_KEY)).toMatchObject({ status: 404, json: { error: "not_found" } });
+    const published = await fetch(`${secured.url}/rooms/lobby/publish`, { method: "POST", body: "hi", headers: { authorization: `Bearer ${PUBLISH_KEY}` } });
+    expect(published.status).toBe(200);
+    expect(await get(secured, "/rooms/lobby", PUBLISH_KEY)).toMatchObject({ status: 200, json: { seq: 1 } });
     expect((await get(secured, "/rooms", PUBLISH_KEY)).status).toBe(200);
-    expect(await get(open, "/rooms/lobby")).toMatchObject({ status: 200, json: { seq: 0 } });
+    expect(await get(open, "/rooms/lobby")).toMatchObject({ status: 404, json: { error: "not_found" } });
     expect((await get(secured, "/rooms/bad%20name", PUBLISH_KEY)).json).toMatchObject({ error: "bad_room" });
   });
 });

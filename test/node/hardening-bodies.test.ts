@@ -25,8 +25,11 @@ async function post(server: LocalServer, path: string, body: BodyInit, type: str
   return { status: res.status, json: JSON.parse(text) as Record<string, unknown> };
 }
 
+/** The room's seq; 0 for a room that holds nothing (it answers 404: looking creates nothing). */
 async function seqOf(server: LocalServer, room: string): Promise<number> {
-  return ((await (await fetch(`${server.url}/rooms/${room}`)).json()) as { seq: number }).seq;
+  const res = await fetch(`${server.url}/rooms/${room}`);
+  if (res.status === 404) return 0;
+  return ((await res.json()) as { seq: number }).seq;
 }
 
 /** Sends raw bytes and returns everything the server answered before closing (or within 3 s). */

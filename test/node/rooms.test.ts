@@ -166,6 +166,24 @@ describe("bad input", () => {
   });
 });
 
+describe("socket publishes", () => {
+  it("refuses one whose data grows past MAX_MESSAGE_BYTES as stored JSON, keeps the socket and stores nothing", async () => {
+    const room = "socket-too-large";
+    const s = await TestSocket.open(`${server.wsUrl}/rooms/${room}/ws`);
+    // A 60 KB frame of 1e20 values: under MAX_FRAME_BYTES as sent, ~260 KB once serialized for storage.
+    const numbers = Array(12_000).fill("1e20").join(",");
+    s.send(`{"type":"publish","id":"big","data":[${numbers}]}`);
+    await s.waitFor((x) => x.events.some((e) => e.type === "error"));
+    expect(s.events.find((e) => e.type === "error")).toMatchObject({ code: "too_large", id: "big" });
+    s.send({ type: "publish", id: "small", data: "fits" });
+    await s.waitFor((x) => x.events.some((e) => e.type === "published"));
+    expect(s.events.find((e) => e.type === "published")).toMatchObject({ id: "small", seq: 1 });
+    expect(s.closeInfo).toBeNull();
+    expect((await roomStats(server.url, room)).seq).toBe(1);
+    s.close();
+  });
+});
+
 describe("stats", () => {
   it("reports connections, seq, published, frames and bytes", async () => {
     const room = "stats";
