@@ -1,4 +1,4 @@
-import { logEvent } from "../durable-objects/log";
+import { logEvent } from "./log";
 
 /** The part of a Workers Analytics Engine dataset binding the worker uses. */
 interface DataPointSink {

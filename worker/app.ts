@@ -1,9 +1,9 @@
 import { Hono } from "hono";
 import { isValidRoomName } from "../client-sdk/src/protocol";
-import { readLimits, type Limits } from "../durable-objects/config";
-import { logEvent } from "../durable-objects/log";
+import { readLimits, type Limits } from "./settings";
+import { logEvent } from "./log";
 import { ROOM_NAME_HEADER } from "../durable-objects/room/room";
-import { utf8Length } from "../durable-objects/room/utf8";
+import { utf8Length } from "./utf8";
 import { recordPublish } from "./analytics";
 import { requirePublishKey, subscribeAccess, warnWhenOpen } from "./auth";
 import type { Env } from "./env";
@@ -95,7 +95,7 @@ app.get("/rooms/:room/ws", async (c) => {
   if (epoch !== undefined && !/^[A-Za-z0-9-]{1,64}$/.test(epoch)) {
     return jsonError(c, 400, "bad_request", "epoch must be the epoch string from a welcome event");
   }
-  const admission = admitSocket(room);
+  const admission = admitSocket(room, c.env.LOCAL_ADMIN_TOKEN !== undefined);
   if (admission === "draining") {
     // Accepting now would only hand the client a socket that dies with the process.
     logEvent("refusal", { room, reason: "shutting_down" });

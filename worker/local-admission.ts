@@ -32,12 +32,18 @@ export function reportPressure(sample: Pressure): number {
   return admitted;
 }
 
-/** Admits one more socket when it fits under the descriptor ceiling and the server is not shutting down; counts it if so. */
-export function admitSocket(room: string): Admission {
+/**
+ * Admits one more socket when it fits under the descriptor ceiling and the
+ * server is not shutting down; counts it if so. Only the local server
+ * (`local`: its launcher set LOCAL_ADMIN_TOKEN) remembers the room, to close
+ * its sockets on shutdown: on Cloudflare an isolate would otherwise keep every
+ * room name it ever upgraded into.
+ */
+export function admitSocket(room: string, local: boolean): Admission {
   if (draining) return "draining";
   if (pressure && pressure.fds + (admitted - pressure.basis) >= pressure.ceiling) return "over_capacity";
   admitted += 1;
-  rooms.add(room);
+  if (local) rooms.add(room);
   return "admitted";
 }
 

@@ -1,5 +1,5 @@
 import type { ServiceTotals } from "../client-sdk/src/protocol";
-import { logEvent } from "../durable-objects/log";
+import { logEvent } from "./log";
 import { shardStub } from "../durable-objects/coordinator/shards";
 import { addTotals, zeroTotals } from "../durable-objects/coordinator/totals";
 import type { Env } from "./env";

@@ -228,7 +228,7 @@ export interface ErrorBody {
 // ---------------------------------------------------------------------------
 // Timing a client needs before the room has said anything. Every other limit
 // is announced in the welcome or is the server's own business
-// (durable-objects/config.ts), so it stays out of the browser bundle.
+// (worker/settings.ts), so it stays out of the browser bundle.
 // ---------------------------------------------------------------------------
 
 /** Interval at which clients should send "ping"; the room closes silent sockets after IDLE_TIMEOUT_SECONDS (90 by default). */

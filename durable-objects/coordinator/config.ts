@@ -1,11 +1,6 @@
-import { DEFAULTS, readLimits } from "../config";
-import { logEvent } from "../log";
+import { readLimits } from "../../worker/settings";
 
-/** Upper bound on BROADCAST_MAX_ROOMS: the body of such a list is already ~670 KB. */
-export const MAX_BROADCAST_ROOMS = 10_000;
-
-/** Upper bound on shards: a listing page asks every shard, so the count stays modest. */
-export const MAX_SHARDS = 1024;
+export { MAX_BROADCAST_ROOMS, MAX_SHARDS } from "../../worker/settings";
 
 /**
  * Registry entries live for this many heartbeat intervals without a refresh.
@@ -59,34 +54,21 @@ export interface CoordinatorConfig {
 /** Entry lifetime when rooms do not heartbeat (IDLE_TIMEOUT_SECONDS = 0): a century. */
 const NEVER_EXPIRES_MS = 100 * 365 * 86_400_000;
 
-const cache = new WeakMap<object, CoordinatorConfig>();
-
-/** Reads the coordinator's settings from the environment's vars (cached per env object). */
+/**
+ * The coordinator's settings, derived from the limits (read once per
+ * environment by the settings reader; this only does arithmetic).
+ */
 export function readCoordinatorConfig(env: Record<string, unknown>): CoordinatorConfig {
-  const cached = cache.get(env);
-  if (cached) return cached;
   const limits = readLimits(env);
   // A room sweeps (and so heartbeats) every IDLE_TIMEOUT_SECONDS; 0 disables the sweep,
   // and then only edge reports keep entries fresh, so entries must not expire on their own.
   const heartbeatMs = limits.IDLE_TIMEOUT_SECONDS * 1000;
-  const config: CoordinatorConfig = {
-    shards: readInteger(env, "COORDINATOR_SHARDS", 1, MAX_SHARDS),
-    broadcastMaxRooms: readInteger(env, "BROADCAST_MAX_ROOMS", 1, MAX_BROADCAST_ROOMS),
+  return {
+    shards: limits.COORDINATOR_SHARDS,
+    broadcastMaxRooms: limits.BROADCAST_MAX_ROOMS,
     heartbeatMs,
     ttlMs: heartbeatMs > 0 ? heartbeatMs * TTL_HEARTBEATS : NEVER_EXPIRES_MS,
     refreshBelowMs: heartbeatMs > 0 ? heartbeatMs * REFRESH_BELOW_HEARTBEATS : NEVER_EXPIRES_MS / 2,
     maxMessageBytes: limits.MAX_MESSAGE_BYTES,
   };
-  cache.set(env, config);
-  return config;
-}
-
-/** Reads a coordinator var within its bounds; the default lives with every other limit in DEFAULTS (../config). */
-function readInteger(env: Record<string, unknown>, key: "COORDINATOR_SHARDS" | "BROADCAST_MAX_ROOMS", min: number, max: number): number {
-  const raw = env[key];
-  if (raw === undefined || raw === null || raw === "") return DEFAULTS[key];
-  const value = Number(raw);
-  if (Number.isSafeInteger(value) && value >= min && value <= max) return value;
-  logEvent("bad_config", { var: key, value: String(raw), min, max });
-  return DEFAULTS[key];
 }

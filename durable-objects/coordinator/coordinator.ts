@@ -1,6 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import { isValidRoomName, type ServiceTotals } from "../../client-sdk/src/protocol";
-import { logEvent } from "../log";
+import { logEvent } from "../../worker/log";
 import type { Room } from "../room/room";
 import {
   FANOUT_ATTEMPTS,

@@ -1,5 +1,5 @@
 import type { RoomCounterValues } from "../../client-sdk/src/protocol";
-import { logEvent } from "../log";
+import { logEvent } from "../../worker/log";
 import { readCoordinatorConfig } from "./config";
 import type { RoomReport } from "./registry";
 import { shardOf, shardStub, type CoordinatorNamespace } from "./shards";
@@ -22,7 +22,7 @@ export interface RoomRegistration {
 }
 
 /** How long a room waits for the directory before it goes on anyway (and logs). */
-const STORAGE_REPORT_TIMEOUT_MS = 1000;
+const STORAGE_REPORT_TIMEOUT_MS = 5000;
 
 /** Where a report's counter delta comes from, and where its success is recorded. */
 export interface CounterSource {

@@ -1,11 +1,11 @@
 import { CloseCode, PING, PONG, parseClientFrame, type ErrorEvent, type PublishedEvent } from "../../client-sdk/src/protocol";
-import type { Limits } from "../config";
-import { logEvent } from "../log";
+import type { Limits } from "../../worker/settings";
+import { logEvent } from "../../worker/log";
 import type { RoomCounters } from "./counters";
 import type { Delivery } from "./delivery";
 import type { Publishing } from "./publishing";
 import type { RatePolicy, SocketState } from "./socket-state";
-import { utf8Length } from "./utf8";
+import { utf8Length } from "../../worker/utf8";
 
 export interface ClientFrameHooks {
   roomName(): string;

@@ -1,4 +1,4 @@
-import { utf8Length } from "./utf8";
+import { utf8Length } from "../../worker/utf8";
 
 /**
  * One message as the room handles it: its serialized `message` event (the

@@ -1,5 +1,5 @@
-import type { Limits } from "../config";
-import { logEvent } from "../log";
+import type { Limits } from "../../worker/settings";
+import { logEvent } from "../../worker/log";
 import type { RoomCounters } from "./counters";
 import type { Delivery } from "./delivery";
 import { cutFrame, runOf, type BatchLimits, type Run } from "./frames";

@@ -1,8 +1,8 @@
 import { DurableObject } from "cloudflare:workers";
 import { CloseCode, PING, PONG, type LostEvent, type RoomStats, type WelcomeEvent } from "../../client-sdk/src/protocol";
-import { readLimits, type Limits } from "../config";
+import { readLimits, type Limits } from "../../worker/settings";
 import { registrationFor, type RoomRegistration } from "../coordinator/registration";
-import { logEvent } from "../log";
+import { logEvent } from "../../worker/log";
 import { ClientFrames } from "./client-frames";
 import { RoomCounters } from "./counters";
 import { Delivery } from "./delivery";

@@ -31,7 +31,7 @@ import {
   type ServerEvent,
   type WelcomeEvent,
 } from "../../client-sdk/src/protocol";
-import { DEFAULTS } from "../../durable-objects/config";
+import { DEFAULTS } from "../../worker/settings";
 import { DurableHistory } from "./durable-history";
 
 interface HistoryEntry {

@@ -7,7 +7,7 @@ import { readFileSync } from "node:fs";
 import { totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import { PING_INTERVAL_SECONDS } from "../../client-sdk/src/protocol";
-import { DEFAULTS } from "../../durable-objects/config";
+import { DEFAULTS } from "../../worker/settings";
 import { cloudflareMonthlyCost, type CostAssumptions } from "./capacity/cloudflare-cost";
 import { GB, fmt, kb } from "./capacity/format";
 import { CENTRIFUGO, HOSTED_SERVICES } from "./capacity/hosted-pricing";

@@ -5,7 +5,7 @@ import { readCoordinatorConfig } from "../../durable-objects/coordinator/config"
 import type { Coordinator } from "../../durable-objects/coordinator/coordinator";
 import { fanOut, type RoomDelivery } from "../../durable-objects/coordinator/fan-out";
 import { prefixUpperBound, Registry } from "../../durable-objects/coordinator/registry";
-import { decodeCursor, encodeCursor, parseBroadcastBody, parseListQuery } from "../../durable-objects/coordinator/requests";
+import { decodeCursor, encodeCursor, parseBroadcastBody, parseListQuery } from "../../worker/coordinator/requests";
 import { hashRoomName, shardOf, shardStub } from "../../durable-objects/coordinator/shards";
 import type { Env } from "../../worker/env";
 

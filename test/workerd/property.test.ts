@@ -20,7 +20,7 @@ import {
   type RoomStats,
   type ServerEvent,
 } from "../../client-sdk/src/protocol";
-import { DEFAULTS } from "../../durable-objects/config";
+import { DEFAULTS } from "../../worker/settings";
 import { mintToken } from "../../worker/auth/tokens";
 import { app } from "../../worker/app";
 

@@ -1,6 +1,6 @@
-import { logEvent } from "../../durable-objects/log";
+import { logEvent } from "../log";
 import type { MiddlewareHandler } from "hono";
-import { accessSettings, type AccessSettings } from "./secrets";
+import { accessSettings, type AccessSettings } from "../settings";
 
 /** What is open to anyone under `settings`; empty when every check is configured. */
 export function openModeGaps(settings: AccessSettings): string[] {

@@ -1,4 +1,4 @@
-import { normalizeOrigin } from "./secrets";
+import { normalizeOrigin } from "../settings";
 
 /**
  * Whether an upgrade's `Origin` passes the allow-list. Browsers always send

@@ -1,6 +1,6 @@
 import type { MiddlewareHandler } from "hono";
 import { refuse } from "./refusal";
-import { accessSettings } from "./secrets";
+import { accessSettings } from "../settings";
 
 const encoder = new TextEncoder();
 

@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import type { ErrorCode } from "../../client-sdk/src/protocol";
-import { logEvent } from "../../durable-objects/log";
+import { logEvent } from "../log";
 import { jsonError } from "../errors";
 
 /**

@@ -2,7 +2,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import { CAN_PUBLISH_HEADER, TOKEN_EXPIRES_HEADER } from "../../durable-objects/room/room";
 import { originAllowed } from "./origins";
 import { refuse } from "./refusal";
-import { accessSettings } from "./secrets";
+import { accessSettings } from "../settings";
 import { FANOUT_SUBPROTOCOL, parseSubprotocolOffer } from "./subprotocol";
 import { tokenAllowsRoom, verifyToken } from "./tokens";
 

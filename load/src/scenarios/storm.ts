@@ -1,4 +1,4 @@
-import { DEFAULTS } from "../../../durable-objects/config";
+import { DEFAULTS } from "../../../worker/settings";
 import {
   caughtUp,
   openScenarioSockets,

@@ -1,11 +1,11 @@
 import type { BroadcastResult } from "../../client-sdk/src/protocol";
 import { logEvent } from "../log";
-import { forEachBounded, fullJitter, sleep } from "./bounded";
-import { FAILED_NAMES_MAX, FANOUT_PAGE_ROOMS, SHARD_ATTEMPTS, SHARD_CONCURRENCY, type CoordinatorConfig } from "./config";
-import type { BroadcastMessage, PageFanOutResult, RegistryPage } from "./coordinator";
-import type { FanOutResult } from "./fan-out";
+import { forEachBounded, fullJitter, sleep } from "../../durable-objects/coordinator/bounded";
+import { FAILED_NAMES_MAX, FANOUT_PAGE_ROOMS, SHARD_ATTEMPTS, SHARD_CONCURRENCY, type CoordinatorConfig } from "../../durable-objects/coordinator/config";
+import type { BroadcastMessage, PageFanOutResult, RegistryPage } from "../../durable-objects/coordinator/coordinator";
+import type { FanOutResult } from "../../durable-objects/coordinator/fan-out";
 import type { BroadcastTarget } from "./requests";
-import { groupByShard, shardStub, type CoordinatorNamespace } from "./shards";
+import { groupByShard, shardStub, type CoordinatorNamespace } from "../../durable-objects/coordinator/shards";
 
 /** The per-room idempotency key of a broadcast: the same on every retry of the same request. */
 export function roomKey(idempotencyKey: string): string {

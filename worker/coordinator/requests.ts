@@ -1,6 +1,6 @@
 import { isValidRoomName, type ErrorCode } from "../../client-sdk/src/protocol";
-import { LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT, type CoordinatorConfig } from "./config";
-import type { RegistryQuery } from "./registry";
+import { LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT, type CoordinatorConfig } from "../../durable-objects/coordinator/config";
+import type { RegistryQuery } from "../../durable-objects/coordinator/registry";
 
 /**
  * Validation of GET /rooms and POST /broadcast input, kept apart from the

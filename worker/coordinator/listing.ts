@@ -1,9 +1,9 @@
 import type { RoomList } from "../../client-sdk/src/protocol";
-import { forEachBounded } from "./bounded";
-import { SHARD_CONCURRENCY, type CoordinatorConfig } from "./config";
-import type { RegistryQuery, RoomEntry } from "./registry";
+import { forEachBounded } from "../../durable-objects/coordinator/bounded";
+import { SHARD_CONCURRENCY, type CoordinatorConfig } from "../../durable-objects/coordinator/config";
+import type { RegistryQuery, RoomEntry } from "../../durable-objects/coordinator/registry";
 import { encodeCursor } from "./requests";
-import { shardStub, type CoordinatorNamespace } from "./shards";
+import { shardStub, type CoordinatorNamespace } from "../../durable-objects/coordinator/shards";
 
 /**
  * One page of the registry across every shard: each shard answers its first

@@ -1,0 +1,130 @@
+/**
+ * Every setting the service reads from its environment (wrangler.toml vars,
+ * secrets), read here and nowhere else: one rule per var, parsed once per
+ * environment object. The worker and the objects it exports (rooms,
+ * coordinator shards) all run in the Workers runtime and share this reader.
+ *
+ * Limits fall back to DEFAULTS when absent; a var that breaks its rule is
+ * ignored (and logged) rather than taking the service down. What a client
+ * needs of them is announced in the welcome event, so none of this ships in
+ * the browser SDK.
+ */
+import { logEvent } from "./log";
+
+export const DEFAULTS = {
+  /** Largest message, bytes of its data as stored JSON text (HTTP body or socket publish). */
+  MAX_MESSAGE_BYTES: 64 * 1024,
+  /** Largest client frame, bytes; larger frames close the socket with 1009. */
+  MAX_FRAME_BYTES: 64 * 1024,
+  /** Messages kept in a room's history for resume and catch-up. */
+  HISTORY_MAX_MESSAGES: 1000,
+  /** Age after which history messages are no longer served, seconds. */
+  HISTORY_MAX_AGE_SECONDS: 120,
+  /** Unacknowledged bytes the room sends a socket before waiting for its ack (0 = no window). */
+  WINDOW_BYTES: 1024 * 1024,
+  /** Milliseconds a socket may stay behind without acknowledging anything before it is closed with SLOW_CONSUMER. */
+  SLOW_GRACE_MS: 10_000,
+  /** Upper bound of one coalesced frame, bytes (a single larger message is still sent alone). */
+  BATCH_MAX_BYTES: 64 * 1024,
+  /** Upper bound of one coalesced frame, events. */
+  BATCH_MAX_EVENTS: 256,
+  /** Extra milliseconds to wait for more messages before a flush (and its one history row); 0 = never wait. */
+  FLUSH_DELAY_MS: 0,
+  /** A socket with no ping and no frame for this long is closed with IDLE_TIMEOUT. */
+  IDLE_TIMEOUT_SECONDS: 90,
+  /** Sockets one room accepts; kept below the platform's 32,768 hibernatable sockets per object. */
+  MAX_SOCKETS_PER_ROOM: 32_000,
+  /** Sustained client frames per second per socket, besides heartbeats and acks that release a frame. */
+  CLIENT_FRAMES_PER_SECOND: 20,
+  /** Client frames a socket may send in a burst above the sustained rate. */
+  CLIENT_FRAME_BURST: 60,
+  /** Names one explicit POST /broadcast `rooms` list may hold. */
+  BROADCAST_MAX_ROOMS: 1000,
+  /** Live-room registry shards (a room belongs to shard hash(name) mod this). */
+  COORDINATOR_SHARDS: 16,
+} as const;
+
+export type LimitName = keyof typeof DEFAULTS;
+export type Limits = { -readonly [K in LimitName]: number };
+
+/** Upper bound on BROADCAST_MAX_ROOMS: the body of such a list is already ~670 KB. */
+export const MAX_BROADCAST_ROOMS = 10_000;
+/** Upper bound on shards: a listing page asks every shard, so the count stays modest. */
+export const MAX_SHARDS = 1024;
+
+/** Vars whose range is narrower than "a non-negative integer". */
+const BOUNDS: Partial<Record<LimitName, readonly [min: number, max: number]>> = {
+  COORDINATOR_SHARDS: [1, MAX_SHARDS],
+  BROADCAST_MAX_ROOMS: [1, MAX_BROADCAST_ROOMS],
+};
+
+/** Access control. An absent or empty secret switches its check off (open mode). */
+export interface AccessSettings {
+  /** Bearer key for HTTP publishing, /broadcast, /rooms and /metrics; null = open. */
+  publishKey: string | null;
+  /** HS256 secret for subscribe tokens; null = sockets open to anyone. */
+  tokenSecret: string | null;
+  /** Browser origins allowed to open sockets; null = any origin. */
+  allowedOrigins: ReadonlySet<string> | null;
+}
+
+export interface Settings {
+  limits: Limits;
+  access: AccessSettings;
+}
+
+const cache = new WeakMap<object, Settings>();
+
+/** The settings of `env`, parsed on first use and kept for as long as that environment object lives. */
+export function settingsOf(env: Record<string, unknown>): Settings {
+  let settings = cache.get(env);
+  if (!settings) {
+    settings = { limits: parseLimits(env), access: parseAccess(env) };
+    cache.set(env, settings);
+  }
+  return settings;
+}
+
+export function readLimits(env: Record<string, unknown>): Limits {
+  return settingsOf(env).limits;
+}
+
+export function accessSettings(env: Record<string, unknown>): AccessSettings {
+  return settingsOf(env).access;
+}
+
+/** Origins compare as `scheme://host[:port]`, lower-case, without a trailing slash. */
+export function normalizeOrigin(origin: string): string {
+  return origin.trim().replace(/\/+$/, "").toLowerCase();
+}
+
+function parseLimits(env: Record<string, unknown>): Limits {
+  const limits = { ...DEFAULTS } as Limits;
+  for (const key of Object.keys(DEFAULTS) as LimitName[]) {
+    const raw = env[key];
+    if (raw === undefined || raw === null || raw === "") continue;
+    const value = Number(raw);
+    const [min, max] = BOUNDS[key] ?? [0, Number.MAX_SAFE_INTEGER];
+    if (Number.isSafeInteger(value) && value >= min && value <= max) {
+      limits[key] = value;
+    } else {
+      logEvent("bad_config", { var: key, value: String(raw), min, max });
+    }
+  }
+  return limits;
+}
+
+function text(env: Record<string, unknown>, name: string): string | null {
+  const value = env[name];
+  return typeof value === "string" && value.trim() !== "" ? value : null;
+}
+
+function parseAccess(env: Record<string, unknown>): AccessSettings {
+  const list = text(env, "ALLOWED_ORIGINS");
+  const origins = list === null ? [] : list.split(",").map(normalizeOrigin).filter((o) => o !== "");
+  return {
+    publishKey: text(env, "PUBLISH_KEY"),
+    tokenSecret: text(env, "TOKEN_SECRET"),
+    allowedOrigins: origins.length > 0 ? new Set(origins) : null,
+  };
+}
