@@ -65,11 +65,14 @@ async function start(target) {
       ? [join(root, "worker/local/server.mjs"), "--no-build", "--no-dev-vars", ...vars.flatMap((v) => ["--var", v])]
       : [join(root, "load/dist/baseline-server.js"), "--port", String(PORT), ...(target === "durable" ? ["--durable", join(dir, "history.sqlite")] : [])];
   const child = spawn(process.execPath, args, { env: { ...process.env, PORT: String(PORT), DATA_DIR: join(dir, "data") }, stdio: ["ignore", "pipe", "pipe"] });
+  // The server must not outlive this script, whatever ends it.
+  process.on("exit", () => child.kill("SIGTERM"));
   let out = "";
   child.stdout.on("data", (d) => (out += d));
   child.stderr.on("data", (d) => (out += d));
   const deadline = Date.now() + 60_000;
-  while (!(await up(url))) {
+  // Ours is ready once its banner (with workerd's pid) is out; a baseline once it answers.
+  while (!(target === "ours" ? /workerd pid \d+/.test(out) && (await up(url)) : await up(url))) {
     if (child.exitCode !== null || Date.now() > deadline) throw new Error(`${target} did not start:\n${out}`);
     await sleep(100);
   }
