@@ -1,10 +1,11 @@
 import type { ErrorCode } from "./protocol.js";
+import { RoomEvent } from "./typed-target.js";
 
 /** Connection lifecycle of a room client. */
 export type ConnectionState = "connecting" | "open" | "reconnecting" | "closed";
 
 /** A message published in the room, delivered once and in `seq` order. */
-export class RoomMessageEvent<T = unknown> extends Event {
+export class RoomMessageEvent<T = unknown> extends RoomEvent {
   constructor(
     /** Position in the room's history; grows by exactly 1 per message. */
     readonly seq: number,
@@ -17,7 +18,7 @@ export class RoomMessageEvent<T = unknown> extends Event {
 }
 
 /** The connection changed state. */
-export class RoomStateEvent extends Event {
+export class RoomStateEvent extends RoomEvent {
   constructor(
     readonly state: ConnectionState,
     readonly previous: ConnectionState,
@@ -36,7 +37,7 @@ export class RoomStateEvent extends Event {
  * - "epoch": the room's history was lost and its seqs restarted; delivery
  *   continues from the room's current position.
  */
-export class RoomLostEvent extends Event {
+export class RoomLostEvent extends RoomEvent {
   constructor(
     readonly reason: "history" | "epoch",
     readonly from: number,
@@ -50,10 +51,14 @@ export class RoomLostEvent extends Event {
  * Something went wrong without ending the client: the server refused a frame,
  * the socket reported an error, or a frame could not be parsed.
  */
-export class RoomErrorEvent extends Event {
+export class RoomErrorEvent extends RoomEvent {
   constructor(
-    /** A protocol error code, or "transport" for socket-level failures. */
-    readonly code: ErrorCode | "transport",
+    /**
+     * A protocol error code, "transport" for socket-level failures, or
+     * "token" when the token function threw or gave no token (the client
+     * retries with backoff).
+     */
+    readonly code: ErrorCode | "transport" | "token",
     readonly message: string,
   ) {
     super("error");

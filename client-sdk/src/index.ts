@@ -2,7 +2,8 @@
  * Client for the real-time fan-out service: open a room, receive its messages
  * once and in order across disconnects, publish into it.
  */
-export { RoomClient, type RoomClientOptions, type WebSocketLike, type WebSocketConstructor } from "./client.js";
+export { RoomClient, DEFAULT_ACK_DELAY_MS, type RoomClientOptions } from "./client.js";
+export type { WebSocketLike, WebSocketConstructor } from "./transport.js";
 export {
   PublishError,
   RoomErrorEvent,
@@ -12,6 +13,7 @@ export {
   type ConnectionState,
   type RoomClientEventMap,
 } from "./events.js";
+export type { RoomEventBase, RoomListener, RoomListenerOptions, TypedEventTarget } from "./typed-target.js";
 export { backoffDelay, backoffCeiling, DEFAULT_BACKOFF, type BackoffOptions } from "./backoff.js";
-export { roomSocketUrl, type RoomAddress } from "./url.js";
+export { roomSocketUrl, type RoomAddress, type TokenSource } from "./url.js";
 export { CloseCode, CLOSE_CODES, shouldReconnect, PROTOCOL_VERSION } from "./protocol.js";

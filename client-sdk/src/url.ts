@@ -1,5 +1,13 @@
 import { isValidRoomName, roomSocketPath } from "./protocol.js";
 
+/**
+ * A subscribe token, or a function that gives one. A function is called
+ * before every connection attempt (sync or async), so a client can run for
+ * longer than any one token lives: after the room closes the socket with 4001
+ * because its token expired, the client asks for a new one and resumes.
+ */
+export type TokenSource = string | (() => string | PromiseLike<string>);
+
 /** Where a room lives: a full URL, or a host plus a room name. */
 export interface RoomAddress {
   /** WebSocket URL of the room (ws:, wss:, http: or https:), e.g. "wss://example.com/rooms/lobby/ws". */
@@ -8,14 +16,22 @@ export interface RoomAddress {
   host?: string;
   /** Room name; required with `host`. */
   room?: string;
-  /** Access token, sent as the `token` query parameter (browsers cannot set headers on a WebSocket). */
-  token?: string;
+  /**
+   * Access token, sent as the `token` query parameter (browsers cannot set
+   * headers on a WebSocket): a string, or a function called before every
+   * connection attempt.
+   */
+  token?: TokenSource;
 }
 
 const HAS_SCHEME = /^[a-z][a-z0-9+.-]*:\/\//i;
 const LOOPBACK = /^(localhost|127\.|\[::1\])/;
 
-/** Builds the WebSocket URL of a room; throws a TypeError for an unusable address. */
+/**
+ * Builds the WebSocket URL of a room, with the token when it is a string (a
+ * token function is asked at each connection instead); throws a TypeError for
+ * an unusable address.
+ */
 export function roomSocketUrl(address: RoomAddress): string {
   const page = globalThis.location as Location | undefined;
   let url: URL;
@@ -40,8 +56,15 @@ export function roomSocketUrl(address: RoomAddress): string {
   if (url.protocol !== "ws:" && url.protocol !== "wss:") {
     throw new TypeError(`unsupported URL scheme ${url.protocol}`);
   }
-  if (address.token) url.searchParams.set("token", address.token);
+  if (typeof address.token === "string" && address.token !== "") url.searchParams.set("token", address.token);
   return url.toString();
+}
+
+/** `url` with `token` as its `token` query parameter. */
+export function withToken(url: string, token: string): string {
+  const withIt = new URL(url);
+  withIt.searchParams.set("token", token);
+  return withIt.toString();
 }
 
 /** The room URL with the resume position the server should continue after. */

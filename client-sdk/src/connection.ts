@@ -1,0 +1,310 @@
+import { backoffDelay, type BackoffOptions } from "./backoff.js";
+import type { ConnectionState } from "./events.js";
+import { CloseCode, PING, PONG, shouldReconnect } from "./protocol.js";
+import { OPEN, describe, type WebSocketConstructor, type WebSocketLike } from "./transport.js";
+import { withToken, type TokenSource } from "./url.js";
+
+/** How the connection behaves; RoomClient fills in the defaults. */
+export interface ConnectionOptions {
+  WebSocket: WebSocketConstructor;
+  backoff: BackoffOptions;
+  stableAfterMs: number;
+  pingIntervalMs: number;
+  pongTimeoutMs: number;
+  connectTimeoutMs: number;
+  token: TokenSource | undefined;
+}
+
+/** What the connection tells the stream and the client. */
+export interface ConnectionHooks {
+  /** The URL of the next attempt (the room with its resume position), before a token function's token is added. */
+  url(): string;
+  /** A text frame from the server, other than the heartbeat's answer. */
+  frame(text: string): void;
+  /** Something went wrong that does not end the client. */
+  error(code: "transport" | "bad_frame" | "token", message: string): void;
+  /** The connection changed state. */
+  state(next: ConnectionState, previous: ConnectionState, code?: number, reason?: string): void;
+  /** The current attempt or socket is gone: whatever belonged to it ends too. */
+  ended(): void;
+}
+
+type Timer = ReturnType<typeof setTimeout>;
+
+const noop = (): void => {};
+// ws reports an upgrade refused over HTTP only through the error text.
+const HTTP_AUTH_REFUSAL = /Unexpected server response: 40([13])\b/;
+/**
+ * With a token function, a 4001 (expired or refused token) is worth a new
+ * token; the third in a row without a welcome in between means the function
+ * gives tokens the server will not take, so the client stops.
+ */
+const MAX_AUTH_REFUSALS = 3;
+
+/**
+ * One connection to a room at a time, kept up: opens the socket (asking a
+ * token function first), gives each attempt a deadline until the room's
+ * welcome, sends heartbeats and drops a connection that stops answering,
+ * and reconnects with jittered backoff after any close whose code says so.
+ * It knows nothing of messages: frames go to the hooks.
+ */
+export class Connection {
+  #options: ConnectionOptions;
+  #hooks: ConnectionHooks;
+
+  #state: ConnectionState = "connecting";
+  #socket: WebSocketLike | null = null;
+  /** Bumped when an attempt or socket ends, so callbacks of an older one know they are late. */
+  #generation = 0;
+  /** Failed attempts in a row: the backoff's exponent. */
+  #attempt = 0;
+  #authRefusals = 0;
+  #reconnectTimer: Timer | undefined;
+
+  // Per attempt, reset by #end.
+  #openedAt = 0;
+  /** The close code an HTTP refusal of the upgrade stands for (ws reports it only as an error). */
+  #httpRefusal: number | null = null;
+  #connectTimer: Timer | undefined;
+  #pingTimer: ReturnType<typeof setInterval> | undefined;
+  #pongTimer: Timer | undefined;
+
+  #onOnline = (): void => this.#networkChanged();
+
+  constructor(options: ConnectionOptions, hooks: ConnectionHooks) {
+    this.#options = options;
+    this.#hooks = hooks;
+  }
+
+  get state(): ConnectionState {
+    return this.#state;
+  }
+
+  /** Changes whenever the current socket ends; a frame handler compares it to notice. */
+  get generation(): number {
+    return this.#generation;
+  }
+
+  /** Whether a frame sent now goes out on an open connection. */
+  get writable(): boolean {
+    return this.#state === "open" && this.#socket?.readyState === OPEN;
+  }
+
+  /** Makes the first attempt and follows the browser's network changes. */
+  start(): void {
+    globalThis.addEventListener?.("online", this.#onOnline);
+    this.#connect();
+  }
+
+  /** The room welcomed this connection: it is open, and refusals no longer count as a streak. */
+  established(): void {
+    clearTimeout(this.#connectTimer);
+    this.#connectTimer = undefined;
+    this.#openedAt = Date.now();
+    this.#authRefusals = 0;
+    this.#setState("open");
+  }
+
+  /** Sends `text` on the open socket; false when there is none or it refused. */
+  send(text: string): boolean {
+    const socket = this.#socket;
+    if (!socket || socket.readyState !== OPEN) return false;
+    try {
+      socket.send(text);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Gives up on the current socket without waiting for its close handshake, then reconnects. */
+  abandon(reason: string): void {
+    if (this.#state === "closed") return;
+    const socket = this.#socket;
+    this.#resetBackoffIfStable();
+    this.#end();
+    try {
+      if (socket?.terminate) socket.terminate();
+      else socket?.close(CloseCode.NORMAL, reason);
+    } catch {
+      // The socket is already gone.
+    }
+    this.#scheduleReconnect(undefined, reason);
+  }
+
+  /** Closes for good; no reconnect follows. */
+  close(code: number, reason: string): void {
+    if (this.#state === "closed") return;
+    const socket = this.#socket;
+    this.#end();
+    clearTimeout(this.#reconnectTimer);
+    this.#reconnectTimer = undefined;
+    globalThis.removeEventListener?.("online", this.#onOnline);
+    // Browsers only let applications send 1000 or 3000-4999.
+    const sendable = code === CloseCode.NORMAL || (code >= 3000 && code <= 4999) ? code : CloseCode.NORMAL;
+    try {
+      socket?.close(sendable, reason);
+    } catch {
+      // Already closing; nothing left to do.
+    }
+    this.#setState("closed", code, reason);
+  }
+
+  // -------------------------------------------------------------------------
+
+  #connect(): void {
+    clearTimeout(this.#reconnectTimer);
+    this.#reconnectTimer = undefined;
+    const generation = ++this.#generation;
+    // The deadline covers the token too: a token endpoint that hangs is a failed attempt.
+    this.#connectTimer = setTimeout(() => this.abandon("no welcome before the connect timeout"), this.#options.connectTimeoutMs);
+    const source = this.#options.token;
+    if (typeof source !== "function") {
+      this.#open(this.#hooks.url()); // A string token is in the room URL already.
+      return;
+    }
+    // Asked in a microtask, so even the first attempt's failure reaches listeners
+    // added right after the constructor.
+    Promise.resolve()
+      .then(source)
+      .then(
+        (token) => this.#openWithToken(generation, token),
+        (error: unknown) => this.#tokenFailed(generation, error),
+      );
+  }
+
+  #openWithToken(generation: number, token: unknown): void {
+    if (generation !== this.#generation || this.#state === "closed") return; // Abandoned or closed meanwhile.
+    if (typeof token !== "string" || token === "") {
+      this.#tokenFailed(generation, new TypeError("the token function gave no token"));
+      return;
+    }
+    this.#open(withToken(this.#hooks.url(), token));
+  }
+
+  #tokenFailed(generation: number, error: unknown): void {
+    if (generation !== this.#generation || this.#state === "closed") return;
+    this.#hooks.error("token", describe(error));
+    this.#end();
+    this.#scheduleReconnect(undefined, "no token");
+  }
+
+  #open(url: string): void {
+    this.#httpRefusal = null;
+    let socket: WebSocketLike;
+    try {
+      socket = new this.#options.WebSocket(url);
+    } catch (error) {
+      this.#hooks.error("transport", describe(error));
+      this.#end();
+      this.#scheduleReconnect();
+      return;
+    }
+    this.#socket = socket;
+    // Every handler checks it still belongs to the current socket: an
+    // abandoned socket may keep reporting after a new one took its place.
+    socket.onopen = () => {
+      if (socket === this.#socket) this.#startHeartbeat();
+    };
+    socket.onmessage = (event) => {
+      if (socket === this.#socket) this.#onMessage(event.data);
+    };
+    socket.onerror = (event) => {
+      if (socket !== this.#socket) return;
+      const text = describe(event);
+      const refusal = HTTP_AUTH_REFUSAL.exec(text);
+      if (refusal) this.#httpRefusal = refusal[1] === "1" ? CloseCode.UNAUTHORIZED : CloseCode.FORBIDDEN;
+      this.#hooks.error("transport", text);
+    };
+    socket.onclose = (event) => {
+      if (socket === this.#socket) this.#onClosed(event.code, event.reason);
+    };
+  }
+
+  #onMessage(data: unknown): void {
+    // Any frame proves the connection alive, not only the pong.
+    clearTimeout(this.#pongTimer);
+    this.#pongTimer = undefined;
+    if (typeof data !== "string") {
+      this.#hooks.error("bad_frame", "binary frame ignored");
+      return;
+    }
+    if (data !== PONG) this.#hooks.frame(data);
+  }
+
+  #onClosed(code: number, reason: string): void {
+    this.#resetBackoffIfStable();
+    const refused = this.#httpRefusal;
+    this.#end();
+    const finalCode = refused ?? code;
+    if (finalCode === CloseCode.UNAUTHORIZED && typeof this.#options.token === "function") {
+      this.#authRefusals += 1;
+      if (this.#authRefusals < MAX_AUTH_REFUSALS) {
+        this.#scheduleReconnect(finalCode, reason); // The next attempt asks for a new token.
+        return;
+      }
+    }
+    if (refused !== null || !shouldReconnect(finalCode)) {
+      globalThis.removeEventListener?.("online", this.#onOnline);
+      this.#setState("closed", finalCode, reason);
+      return;
+    }
+    this.#scheduleReconnect(code, reason);
+  }
+
+  /** A connection that lasted is not part of a failure streak: the next retry starts the backoff over. */
+  #resetBackoffIfStable(): void {
+    if (this.#openedAt > 0 && Date.now() - this.#openedAt >= this.#options.stableAfterMs) this.#attempt = 0;
+  }
+
+  #scheduleReconnect(code?: number, reason?: string): void {
+    this.#setState("reconnecting", code, reason);
+    // A state listener may have closed the client.
+    if (this.#state !== "reconnecting" || this.#reconnectTimer !== undefined) return;
+    const delay = backoffDelay(this.#attempt++, this.#options.backoff);
+    this.#reconnectTimer = setTimeout(() => this.#connect(), delay);
+  }
+
+  /** The browser says the network is back: retry now, or check the open connection is still alive. */
+  #networkChanged(): void {
+    if (this.#reconnectTimer !== undefined) {
+      this.#attempt = 0;
+      this.#connect();
+    } else if (this.#state === "open") {
+      this.#ping();
+    }
+  }
+
+  /** Forgets the current attempt and socket, and everything tied to them. */
+  #end(): void {
+    const socket = this.#socket;
+    this.#socket = null;
+    this.#generation += 1;
+    if (socket) {
+      // No-op handlers rather than null: `ws` throws on an error event nobody listens to.
+      socket.onopen = socket.onmessage = socket.onclose = socket.onerror = noop;
+    }
+    clearTimeout(this.#connectTimer);
+    clearInterval(this.#pingTimer);
+    clearTimeout(this.#pongTimer);
+    this.#connectTimer = this.#pingTimer = this.#pongTimer = undefined;
+    this.#openedAt = 0;
+    this.#hooks.ended();
+  }
+
+  #setState(next: ConnectionState, code?: number, reason?: string): void {
+    const previous = this.#state;
+    if (previous === next) return;
+    this.#state = next;
+    this.#hooks.state(next, previous, code, reason);
+  }
+
+  #startHeartbeat(): void {
+    this.#pingTimer = setInterval(() => this.#ping(), this.#options.pingIntervalMs);
+  }
+
+  #ping(): void {
+    this.send(PING);
+    this.#pongTimer ??= setTimeout(() => this.abandon("no answer to ping"), this.#options.pongTimeoutMs);
+  }
+}

@@ -1,0 +1,231 @@
+import { randomUUID } from "node:crypto";
+import type { IncomingMessage } from "node:http";
+import WebSocket, { WebSocketServer } from "ws";
+import {
+  CloseCode,
+  PING,
+  PONG,
+  parseClientFrame,
+  roomSocketPath,
+  type AckFrame,
+  type ClientFrame,
+  type MessageEvent,
+  type ServerEvent,
+  type WelcomeEvent,
+} from "../../client-sdk/src/protocol";
+
+/**
+ * A room server in this process, speaking the wire protocol (docs/protocol.md)
+ * on 127.0.0.1 with a real `ws` server: welcome, messages with seqs and tags,
+ * resume with `since`/`epoch`, `lost` for another epoch, answers to pings and
+ * socket publishes, and acks checked against what each socket was sent. The
+ * test decides everything else (when to publish, batch, stay silent, close,
+ * refuse), so client behaviour can be checked to the frame and the
+ * millisecond without a room's timing in between.
+ */
+
+/** What the server does with a new connection. */
+export type Admission = "welcome" | "silent" | { close: number; reason?: string };
+
+export interface FakeRoomOptions {
+  room?: string;
+  /** Announced in the welcome: bytes before the room waits for an ack (0 = none). Default 1 MiB. */
+  window?: number;
+  /** Announced in the welcome: client frame budget. Default 20/s, burst 60. */
+  rate?: WelcomeEvent["rate"];
+  /** Decides each connection by its URL and index (0 = first). Default: welcome all. */
+  admit?: (url: URL, index: number) => Admission;
+  /** Whether `ping` is answered with `pong`. Default true. */
+  answerPings?: boolean;
+}
+
+/** A client frame as the server received it. */
+export interface Received {
+  at: number;
+  text: string;
+  /** Parsed, unless it was the heartbeat. */
+  frame: ClientFrame | null;
+}
+
+/** One client connection as the server sees it. */
+export class FakeConnection {
+  readonly received: Received[] = [];
+  /** Messages sent on this socket, by seq: an ack must name one of them with its tag. */
+  readonly sent = new Map<number, MessageEvent>();
+  readonly openedAt = Date.now();
+  closeInfo: { code: number; reason: string } | null = null;
+  welcomed = false;
+
+  constructor(
+    readonly ws: WebSocket,
+    /** The request URL: `since`, `epoch` and `token` are in its query. */
+    readonly url: URL,
+  ) {}
+
+  get acks(): Array<AckFrame & { at: number }> {
+    return this.received.flatMap((r) => (r.frame?.type === "ack" ? [{ ...r.frame, at: r.at }] : []));
+  }
+
+  /** Sends `events` as one frame (an array when there are several). */
+  send(events: ServerEvent | ServerEvent[]): void {
+    const list = Array.isArray(events) ? events : [events];
+    for (const event of list) if (event.type === "message") this.sent.set(event.seq, event);
+    if (this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(list.length === 1 ? list[0] : list));
+  }
+
+  close(code: number, reason = ""): void {
+    this.ws.close(code, reason);
+  }
+}
+
+export class FakeRoomServer {
+  readonly room: string;
+  readonly epoch = randomUUID();
+  readonly connections: FakeConnection[] = [];
+  readonly history: MessageEvent[] = [];
+  #wss: WebSocketServer;
+  #options: FakeRoomOptions;
+  #waiters = new Set<() => void>();
+
+  private constructor(wss: WebSocketServer, options: FakeRoomOptions) {
+    this.#wss = wss;
+    this.#options = options;
+    this.room = options.room ?? "fake";
+    wss.on("connection", (ws, request) => this.#accept(ws, request));
+  }
+
+  /** Starts a server on a free port of 127.0.0.1. */
+  static async start(options: FakeRoomOptions = {}): Promise<FakeRoomServer> {
+    const wss = new WebSocketServer({ host: "127.0.0.1", port: 0 });
+    await new Promise<void>((resolve, reject) => {
+      wss.once("listening", resolve);
+      wss.once("error", reject);
+    });
+    return new FakeRoomServer(wss, options);
+  }
+
+  /** Origin to give a client as `host`. */
+  get host(): string {
+    const address = this.#wss.address();
+    const port = typeof address === "object" && address ? address.port : 0;
+    return `http://127.0.0.1:${port}`;
+  }
+
+  /** The room's WebSocket URL. */
+  get url(): string {
+    return `${this.host.replace(/^http/, "ws")}${roomSocketPath(this.room)}`;
+  }
+
+  get seq(): number {
+    return this.history.at(-1)?.seq ?? 0;
+  }
+
+  /** Connections that are still open. */
+  get open(): FakeConnection[] {
+    return this.connections.filter((c) => c.closeInfo === null);
+  }
+
+  /** Appends messages to history and sends them to every welcomed connection, all in one frame. */
+  publish(...datas: unknown[]): MessageEvent[] {
+    const messages = datas.map((data) => this.#append(data));
+    for (const connection of this.open) if (connection.welcomed) connection.send(messages);
+    return messages;
+  }
+
+  /** Waits until `predicate` holds, re-checked on every connection, frame and close; fails after `timeoutMs`. */
+  async waitFor(predicate: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
+    if (predicate()) return;
+    await new Promise<void>((resolve, reject) => {
+      const check = () => {
+        if (!predicate()) return;
+        clearTimeout(timer);
+        this.#waiters.delete(check);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        this.#waiters.delete(check);
+        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}`));
+      }, timeoutMs);
+      this.#waiters.add(check);
+    });
+  }
+
+  async stop(): Promise<void> {
+    for (const client of this.#wss.clients) client.terminate();
+    await new Promise<void>((resolve) => this.#wss.close(() => resolve()));
+  }
+
+  #append(data: unknown): MessageEvent {
+    const message: MessageEvent = { type: "message", seq: this.seq + 1, data, ts: Date.now(), tag: Math.floor(Math.random() * 0xffff_ffff) };
+    this.history.push(message);
+    return message;
+  }
+
+  #accept(ws: WebSocket, request: IncomingMessage): void {
+    const connection = new FakeConnection(ws, new URL(request.url ?? "/", this.host));
+    const index = this.connections.push(connection) - 1;
+    ws.on("message", (data, isBinary) => this.#onFrame(connection, isBinary ? "" : data.toString()));
+    ws.on("close", (code, reason) => {
+      connection.closeInfo = { code, reason: reason.toString() };
+      this.#notify();
+    });
+    ws.on("error", () => {});
+    const admission = this.#options.admit?.(connection.url, index) ?? "welcome";
+    if (admission === "welcome") this.#welcome(connection);
+    else if (admission !== "silent") connection.close(admission.close, admission.reason);
+    this.#notify();
+  }
+
+  /** Welcome, then what `since` asks for: history after it, or `lost` for another epoch. */
+  #welcome(connection: FakeConnection): void {
+    const welcome: WelcomeEvent = {
+      type: "welcome",
+      room: this.room,
+      seq: this.seq,
+      epoch: this.epoch,
+      window: this.#options.window ?? 1024 * 1024,
+      rate: this.#options.rate ?? { perSecond: 20, burst: 60 },
+    };
+    connection.send(welcome);
+    connection.welcomed = true;
+    const since = connection.url.searchParams.get("since");
+    if (since === null) return;
+    const epoch = connection.url.searchParams.get("epoch");
+    if (epoch !== this.epoch || Number(since) > this.seq) {
+      connection.send({ type: "lost", reason: "epoch", from: 1, to: this.seq });
+      return;
+    }
+    const missed = this.history.filter((m) => m.seq > Number(since));
+    if (missed.length > 0) connection.send(missed);
+  }
+
+  #onFrame(connection: FakeConnection, text: string): void {
+    const at = Date.now();
+    if (text === PING) {
+      connection.received.push({ at, text, frame: null });
+      if (this.#options.answerPings ?? true) connection.ws.send(PONG);
+      this.#notify();
+      return;
+    }
+    const parsed = parseClientFrame(text);
+    if (!parsed.ok) {
+      connection.close(CloseCode.BAD_FRAME, parsed.error);
+      return;
+    }
+    connection.received.push({ at, text, frame: parsed.value });
+    const frame = parsed.value;
+    if (frame.type === "ack") {
+      // An ack is a claim: it must name a message this socket was sent, with its tag.
+      if (connection.sent.get(frame.seq)?.tag !== frame.tag) connection.close(CloseCode.BAD_FRAME, "ack for a message not sent");
+    } else {
+      const message = this.#append(frame.data);
+      connection.send({ type: "published", id: frame.id, seq: message.seq });
+      for (const other of this.open) if (other.welcomed) other.send(message);
+    }
+    this.#notify();
+  }
+
+  #notify(): void {
+    for (const waiter of [...this.#waiters]) waiter();
+  }
+}
