@@ -44,9 +44,14 @@ interface Refused {
   headers: Record<string, string | string[] | undefined>;
 }
 
+/**
+ * Opens a socket asking for refusals as HTTP statuses (`X-Refusal: http`): these tests read the
+ * status and JSON body. Without the header a refused upgrade is a socket closed with 4001/4003
+ * (test/node/sdk-access.test.ts).
+ */
 function connect(url: string, protocols?: string[], headers?: Record<string, string>): Promise<Opened | Refused> {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, protocols, { headers });
+    const ws = new WebSocket(url, protocols, { headers: { "X-Refusal": "http", ...headers } });
     const events: ServerEvent[] = [];
     const waiters = new Set<() => void>();
     const notify = () => waiters.forEach((w) => w());

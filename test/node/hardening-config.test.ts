@@ -35,7 +35,8 @@ function devVarsFile(text: string): string {
 /** Opens a socket; resolves with its welcome event, or the HTTP status it was refused with. */
 function welcome(url: string, headers: Record<string, string> = {}): Promise<{ welcome?: Record<string, unknown>; status?: number }> {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { headers });
+    // Refusals as HTTP statuses, which this reads; without the header they are 4001/4003 closes.
+    const ws = new WebSocket(url, { headers: { "X-Refusal": "http", ...headers } });
     ws.once("message", (data) => {
       resolve({ welcome: JSON.parse(data.toString()) as Record<string, unknown> });
       ws.terminate();

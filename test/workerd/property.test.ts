@@ -354,6 +354,8 @@ const requestCase = fc.record({
   since: fc.option(fc.oneof(fc.nat().map(String), headerText(20)), { nil: undefined, freq: 2 }),
   epoch: fc.option(fc.oneof(fc.uuid(), headerText(20)), { nil: undefined, freq: 2 }),
   spoof: fc.option(fc.constantFrom("true", "false", "0", "1e99"), { nil: undefined }),
+  // How a refused upgrade is answered: a socket closed with 4001/4003 (the default), or the HTTP status (X-Refusal: http).
+  refusal: fc.constantFrom<"close" | "http">("close", "http"),
 }).map((c) => {
   if (c.shape === "publish") return { ...c, method: "POST", suffix: "/publish" };
   if (c.shape === "upgrade") return { ...c, method: "GET", suffix: "/ws", upgrade: c.upgrade === undefined || c.upgrade === "h2c" ? "websocket" : c.upgrade };
@@ -387,6 +389,7 @@ async function buildRequest(c: RequestCase): Promise<{ request: Request; token: 
     headers.set("x-can-publish", c.spoof);
     headers.set("x-token-expires", c.spoof);
   }
+  if (c.refusal === "http") headers.set("x-refusal", "http");
   let protocols = c.protocols;
   if (protocols !== undefined && token !== null) protocols = protocols.replace("TOKEN", `token.${token}`);
   if (c.tokenWhere === "protocol" && token !== null && !protocols?.includes("token.")) {
@@ -517,9 +520,25 @@ describe("routes under arbitrary requests", () => {
         }
         if (res.status === 101) {
           expect(isUpgrade, context).toBe(true);
-          if (secured) expect(opensRoom(c.tokenKind, c.room) || c.tokenKind === "arbitrary-claims", context).toBe(true);
           if (request.headers.get("sec-websocket-protocol")) expect(res.headers.get("sec-websocket-protocol"), context).toBe("fanout.v1");
-          quietClose(adopt(res.webSocket as WebSocket).ws);
+          const socket = adopt(res.webSocket as WebSocket);
+          if (secured) {
+            await until(() => socket.close !== null || socket.events.length > 0, `the first event or close: ${context}`);
+            if (socket.events.length === 0) {
+              // Refused at the upgrade with a close code (what a browser can see), never reaching a room.
+              expect([CloseCode.UNAUTHORIZED, CloseCode.FORBIDDEN], context).toContain(socket.close?.code);
+              expect(socket.close?.reason, context).not.toBe("");
+              expect(c.refusal, context).toBe("close");
+              const originRefused = c.origin !== undefined && c.origin !== ALLOWED_ORIGIN;
+              expect(!opensRoom(c.tokenKind, c.room) || c.tokenKind === "arbitrary-claims" || originRefused, context).toBe(true);
+              tally(`secured close ${socket.close?.code}`);
+            } else {
+              expect(socket.events[0]?.type, context).toBe("welcome");
+              expect(opensRoom(c.tokenKind, c.room) || c.tokenKind === "arbitrary-claims", context).toBe(true);
+              tally("secured welcome");
+            }
+          }
+          if (socket.close === null) quietClose(socket.ws);
         }
         if (res.status === 200 && isPublish) {
           const { seq, room, recipients } = answer as { seq: number; room: string; recipients: number };
@@ -540,7 +559,7 @@ describe("routes under arbitrary requests", () => {
     );
 
     // The fuzzing reached the interesting answers, not just one refusal over and over.
-    for (const key of ["open 200", "open 101", "open 400", "secured 401", "secured 403", "secured 101", "secured 200"]) {
+    for (const key of ["open 200", "open 101", "open 400", "secured 401", "secured 403", "secured 101", "secured 200", "secured welcome", "secured close 4001", "secured close 4003"]) {
       expect(counts.get(key) ?? 0, `${key} in ${JSON.stringify([...counts])}`).toBeGreaterThan(0);
     }
 

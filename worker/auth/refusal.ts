@@ -2,6 +2,8 @@ import type { Context } from "hono";
 import type { ErrorCode } from "../../client-sdk/src/protocol";
 import { logEvent } from "../log";
 import { jsonError } from "../errors";
+import { countRefusal } from "../service-counters";
+import { closedSocketAnswer, refusalCloseCode, refusesWithClose } from "./socket-refusal";
 
 /**
  * Why access was refused. Each reason has one status and one error code, so a
@@ -40,9 +42,17 @@ function loggableRoom(room: string | undefined): string | null {
   return room.length > 80 ? `${room.slice(0, 80)}…` : room;
 }
 
+function logRefusal(c: Context, reason: RefusalReason, details: { room?: string; subject?: string }, close?: number): void {
+  const fields: Record<string, unknown> = { room: loggableRoom(details.room), reason, path: c.req.path };
+  if (details.subject !== undefined) fields.sub = details.subject;
+  if (close !== undefined) fields.close = close;
+  logEvent("refusal", fields);
+}
+
 /**
- * Answers a refused request with its JSON error and writes one structured
- * `refusal` log line. Every access-control refusal goes through here.
+ * Answers a refused request with its status and JSON error, and writes one
+ * structured `refusal` log line. Every access-control refusal goes through
+ * here or through `refuseUpgrade`.
  */
 export function refuse(
   c: Context,
@@ -51,12 +61,31 @@ export function refuse(
   details: { room?: string; subject?: string } = {},
 ): Response {
   const { status, error } = ANSWERS[reason];
-  const fields: Record<string, unknown> = { room: loggableRoom(details.room), reason, path: c.req.path };
-  if (details.subject !== undefined) fields.sub = details.subject;
-  logEvent("refusal", fields);
+  logRefusal(c, reason, details);
   // RFC 6750: a 401 names the scheme to use, and says whether the credentials sent were bad.
   const missing = reason === "missing_key" || reason === "missing_token";
   const headers: Record<string, string> | undefined =
     status === 401 ? { "WWW-Authenticate": missing ? `Bearer realm="fanout"` : `Bearer realm="fanout", error="invalid_token"` } : undefined;
   return jsonError(c, status, error, message, headers, reason);
+}
+
+/**
+ * Refuses a request to a room's WebSocket endpoint. A WebSocket upgrade
+ * refused for its credentials or origin (401/403) is answered with a socket
+ * closed at once with 4001/4003, the code a browser can see
+ * (socket-refusal.ts), unless it asked for `X-Refusal: http`. Anything else
+ * (a 400, a request that is not an upgrade) is answered as `refuse` does.
+ */
+export function refuseUpgrade(
+  c: Context,
+  reason: RefusalReason,
+  message: string,
+  details: { room?: string; subject?: string } = {},
+): Response {
+  const { status } = ANSWERS[reason];
+  if (status === 400 || !refusesWithClose(c.req.raw)) return refuse(c, reason, message, details);
+  const code = refusalCloseCode(status);
+  logRefusal(c, reason, details, code);
+  countRefusal(reason);
+  return closedSocketAnswer(c.req.raw, code, message);
 }

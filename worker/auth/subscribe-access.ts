@@ -1,7 +1,7 @@
 import type { Context, MiddlewareHandler } from "hono";
 import { CAN_PUBLISH_HEADER, TOKEN_EXPIRES_HEADER } from "../../durable-objects/room/room";
 import { originAllowed } from "./origins";
-import { refuse } from "./refusal";
+import { refuseUpgrade } from "./refusal";
 import { accessSettings } from "../settings";
 import { FANOUT_SUBPROTOCOL, parseSubprotocolOffer } from "./subprotocol";
 import { tokenAllowsRoom, verifyToken } from "./tokens";
@@ -35,11 +35,14 @@ function selectSubprotocol(c: Context): void {
 
 /**
  * Guards `GET /rooms/:room/ws`:
- * 1. the `Origin` must be on ALLOWED_ORIGINS when that list is set (403);
+ * 1. the `Origin` must be on ALLOWED_ORIGINS when that list is set (4003/403);
  * 2. a subprotocol offer must include `fanout.v1` (400);
  * 3. with TOKEN_SECRET set, a valid token for the room is required, from
- *    `?token=` or a `token.<jwt>` subprotocol (401 missing/invalid/expired,
- *    403 other room).
+ *    `?token=` or a `token.<jwt>` subprotocol (4001/401 missing, invalid or
+ *    expired; 4003/403 other room).
+ * An upgrade refused for its origin or token is accepted and closed at once
+ * with the close code, so browsers see why; `X-Refusal: http` asks for the
+ * HTTP status instead (refusal.ts).
  * The verdict reaches the room in edge-only headers: whether the socket may
  * publish, and when its token expires (the room closes it with 4001 then).
  * With no TOKEN_SECRET the socket is open and may publish.
@@ -50,23 +53,23 @@ export function subscribeAccess(): MiddlewareHandler {
     const room = c.req.param("room") ?? "";
 
     if (!originAllowed(c.req.header("origin"), settings.allowedOrigins)) {
-      return refuse(c, "origin_not_allowed", "this origin may not open sockets", { room });
+      return refuseUpgrade(c, "origin_not_allowed", "this origin may not open sockets", { room });
     }
     const offer = parseSubprotocolOffer(c.req.header("sec-websocket-protocol"));
     if (offer.offered.length > 0 && !offer.fanout) {
-      return refuse(c, "bad_subprotocol", `offer the ${FANOUT_SUBPROTOCOL} subprotocol (a token goes alongside it as token.<jwt>)`, { room });
+      return refuseUpgrade(c, "bad_subprotocol", `offer the ${FANOUT_SUBPROTOCOL} subprotocol (a token goes alongside it as token.<jwt>)`, { room });
     }
 
     const verdict: Record<string, string> = {};
     if (settings.tokenSecret !== null) {
       const token = c.req.query("token") ?? offer.token;
       if (token === null || token === "") {
-        return refuse(c, "missing_token", "a token is required: ?token=<jwt> or subprotocol token.<jwt>", { room });
+        return refuseUpgrade(c, "missing_token", "a token is required: ?token=<jwt> or subprotocol token.<jwt>", { room });
       }
       const check = await verifyToken(token, settings.tokenSecret);
-      if (!check.ok) return refuse(c, check.reason, check.message, { room });
+      if (!check.ok) return refuseUpgrade(c, check.reason, check.message, { room });
       if (!tokenAllowsRoom(check.claims, room)) {
-        return refuse(c, "room_not_allowed", "the token does not open this room", { room, subject: check.claims.sub });
+        return refuseUpgrade(c, "room_not_allowed", "the token does not open this room", { room, subject: check.claims.sub });
       }
       verdict[CAN_PUBLISH_HEADER] = check.claims.pub === true ? "true" : "false";
       // Past the largest safe integer the room would ignore it; such a token never expires in practice anyway.

@@ -1,0 +1,157 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import WebSocket from "ws";
+import { RoomClient, type RoomClientOptions } from "../../client-sdk/src/index";
+import { mintToken } from "../../worker/auth/tokens";
+import { startServer, type LocalServer } from "../helpers/server";
+import { Recorder, publish, waitFor } from "./sdk-harness";
+import { startProxy } from "./sdk-proxy";
+
+/**
+ * Tokens and refusals against the local server with TOKEN_SECRET and
+ * ALLOWED_ORIGINS: a token function renews an expired token and the client
+ * resumes; refusals at the upgrade arrive as close codes (what a browser can
+ * see), or as HTTP statuses for clients that ask with `X-Refusal: http`.
+ */
+
+const TOKEN_SECRET = "sdk-access-secret-5e1f";
+const ALLOWED_ORIGINS = "https://app.example";
+
+let server: LocalServer;
+beforeAll(async () => {
+  server = await startServer({ vars: { TOKEN_SECRET, ALLOWED_ORIGINS } });
+});
+afterAll(async () => {
+  await server?.stop();
+});
+
+let roomCounter = 0;
+const uniqueRoom = (label: string) => `access-${label}-${process.pid}-${Date.now().toString(36)}-${++roomCounter}`;
+/** A token that expires within 1-2 s (`exp` has one-second resolution). */
+const shortToken = (room: string) => mintToken(TOKEN_SECRET, { room, exp: Math.floor(Date.now() / 1000) + 2 });
+const untilExpired = (token: string) => {
+  const { exp } = JSON.parse(Buffer.from(token.split(".")[1]!, "base64url").toString()) as { exp: number };
+  return new Promise((resolve) => setTimeout(resolve, Math.max(0, exp * 1000 - Date.now() + 100)));
+};
+
+const clients: RoomClient[] = [];
+function open(options: RoomClientOptions): { client: RoomClient; rec: Recorder } {
+  const client = new RoomClient({ WebSocket, backoff: { initialDelayMs: 50, maxDelayMs: 200 }, ...options });
+  clients.push(client);
+  return { client, rec: new Recorder(client) };
+}
+afterEach(() => {
+  for (const client of clients.splice(0)) client.close();
+});
+
+describe("token functions against the local server", () => {
+  it("renews a token that expired while open and resumes with since and epoch, losing nothing", async () => {
+    const room = uniqueRoom("renew");
+    const issued: string[] = [];
+    const { client, rec } = open({
+      host: server.url,
+      room,
+      ackDelayMs: 50,
+      token: async () => {
+        issued.push(await shortToken(room));
+        return issued.at(-1)!;
+      },
+    });
+    await waitFor(() => client.state === "open", "the client to open");
+    const first = await publish(server.url, room, "before expiry");
+    await waitFor(() => rec.seqs.includes(first), "the first message");
+    const epoch = client.epoch;
+
+    await untilExpired(issued[0]!);
+    // The room notices the expiry on the socket's next frame: the ack for this message.
+    const second = await publish(server.url, room, "after expiry");
+    await waitFor(() => rec.states.some((s) => s.code === 4001), "the room to close the expired socket", 15_000);
+    await waitFor(() => client.state === "open" && issued.length >= 2, "the client to come back with a new token", 10_000);
+    const third = await publish(server.url, room, "with the new token");
+    await waitFor(() => rec.seqs.includes(third), "the message published after the renewal");
+
+    expect(rec.seqs).toEqual([first, second, third]);
+    expect(rec.data).toEqual(["before expiry", "after expiry", "with the new token"]);
+    expect(rec.lost).toEqual([]);
+    expect(client.epoch).toBe(epoch);
+    expect(rec.states.find((s) => s.code === 4001)).toMatchObject({ state: "reconnecting", reason: "token expired" });
+  });
+
+  it("stops when a fixed token expires", async () => {
+    const room = uniqueRoom("fixed");
+    const token = await shortToken(room);
+    const { client, rec } = open({ host: server.url, room, token, ackDelayMs: 50 });
+    await waitFor(() => client.state === "open", "the client to open");
+    await untilExpired(token);
+    await publish(server.url, room, "after expiry");
+    await waitFor(() => client.state === "closed", "the client to stop", 15_000);
+    expect(rec.states.at(-1)).toMatchObject({ state: "closed", code: 4001 });
+  });
+});
+
+describe("refusals at the upgrade", () => {
+  it("reach the client as 4001 and 4003, at once and with one attempt each, without touching a room", async () => {
+    const proxy = await startProxy(server.port);
+    try {
+      const room = uniqueRoom("refused");
+      const started = Date.now();
+      const bad = open({ host: proxy.url, room, token: "not-a-token" });
+      const other = open({ host: proxy.url, room, token: await mintToken(TOKEN_SECRET, { room: "elsewhere" }) });
+      const none = open({ host: proxy.url, room });
+      await waitFor(() => [bad, other, none].every((c) => c.client.state === "closed"), "every client to stop", 10_000);
+      expect(Date.now() - started).toBeLessThan(5000);
+      expect(bad.rec.states.at(-1)).toMatchObject({ state: "closed", code: 4001, reason: "the token is not a valid signed token" });
+      expect(other.rec.states.at(-1)).toMatchObject({ state: "closed", code: 4003, reason: "the token does not open this room" });
+      expect(none.rec.states.at(-1)).toMatchObject({ state: "closed", code: 4001 });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(proxy.accepted).toBe(3);
+      // A refused socket never reached the room: it holds nothing, so it is not even found.
+      const stats = await fetch(`${server.url}/rooms/${room}`);
+      expect(stats.status).toBe(404);
+      expect(await stats.json()).toMatchObject({ error: "not_found" });
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("close a raw socket with the code and reason, selecting fanout.v1 when offered, or answer HTTP on request", async () => {
+    const room = uniqueRoom("raw");
+    const url = `${server.wsUrl}/rooms/${room}/ws`;
+    const closeOf = (ws: WebSocket) =>
+      new Promise<{ code: number; reason: string; frames: string[]; protocol: string }>((resolve, reject) => {
+        const frames: string[] = [];
+        ws.on("message", (data) => frames.push(data.toString()));
+        ws.on("close", (code, reason) => resolve({ code, reason: reason.toString(), frames, protocol: ws.protocol }));
+        ws.on("unexpected-response", (_req, res) => reject(new Error(`HTTP ${res.statusCode}`)));
+        ws.on("error", reject);
+      });
+
+    const expired = await mintToken(TOKEN_SECRET, { room, exp: Math.floor(Date.now() / 1000) - 10 });
+    expect(await closeOf(new WebSocket(`${url}?token=${expired}`))).toEqual({ code: 4001, reason: "the token has expired", frames: [], protocol: "" });
+    expect(await closeOf(new WebSocket(url, ["fanout.v1", "token.x.y.z"]))).toMatchObject({ code: 4001, frames: [], protocol: "fanout.v1" });
+    const valid = await mintToken(TOKEN_SECRET, { room });
+    expect(await closeOf(new WebSocket(`${url}?token=${valid}`, { headers: { Origin: "https://evil.example" } }))).toMatchObject({
+      code: 4003,
+      reason: "this origin may not open sockets",
+      frames: [],
+    });
+
+    // Asked for, the refusal is the HTTP status with its JSON body, as before a socket exists.
+    const http = await new Promise<{ status: number; body: string; auth: string | undefined }>((resolve, reject) => {
+      const ws = new WebSocket(`${url}?token=${expired}`, { headers: { "X-Refusal": "http" } });
+      ws.on("open", () => reject(new Error("upgraded")));
+      ws.on("unexpected-response", (_req, res) => {
+        let body = "";
+        res.on("data", (chunk: Buffer) => (body += chunk.toString()));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body, auth: res.headers["www-authenticate"] as string | undefined }));
+      });
+      ws.on("error", reject);
+    });
+    expect(http.status).toBe(401);
+    expect(JSON.parse(http.body)).toEqual({ error: "unauthorized", message: "the token has expired" });
+    expect(http.auth).toMatch(/^Bearer /);
+
+    // Not an upgrade: HTTP as always.
+    const plain = await fetch(`${server.url}/rooms/${room}/ws`);
+    expect(plain.status).toBe(401);
+  });
+});
