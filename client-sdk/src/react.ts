@@ -1,0 +1,173 @@
+/**
+ * React binding: `useRoom(options)` opens a room for as long as a component
+ * is mounted and re-renders it with the connection state and the latest
+ * messages. Import it from `@edge-fanout/client/react`; React 18 or newer is
+ * a peer dependency.
+ */
+import { useCallback, useEffect, useRef, useState } from "react";
+import {
+  PublishError,
+  RoomClient,
+  type ConnectionState,
+  type RoomClientOptions,
+  type RoomLostEvent,
+  type RoomMessageEvent,
+  type RoomStateEvent,
+} from "./index.js";
+
+/** One delivered message, as `useRoom` keeps it. */
+export interface RoomMessage<T> {
+  seq: number;
+  data: T;
+  /** Publish time, epoch milliseconds (server clock). */
+  ts: number;
+}
+
+export interface UseRoomOptions<T> extends RoomClientOptions {
+  /** false: no connection (for example until the user signs in). Default true. */
+  enabled?: boolean;
+  /** How many of the latest messages `messages` holds. Default 100; 0 holds none and re-renders on none (use `onMessage`). */
+  keep?: number;
+  /** Called once for every message, in order. The latest function is called; changing it does not reconnect. */
+  onMessage?: (event: RoomMessageEvent<T>) => void;
+  /** Called when messages will never arrive (reload state derived from the stream). */
+  onLost?: (event: RoomLostEvent) => void;
+}
+
+export interface UseRoomResult<T> {
+  /** Connection state: connecting | open | reconnecting | closed. */
+  state: ConnectionState;
+  /** Close code of the connection that ended last, e.g. 4001 when the token was refused. */
+  code: number | undefined;
+  /** The latest `keep` messages, oldest first. */
+  messages: ReadonlyArray<RoomMessage<T>>;
+  /** Publishes over the socket; resolves with the seq (see RoomClient.publish). Stable across renders. */
+  publish: (data: T) => Promise<number>;
+  /**
+   * Who is in the room. Always undefined for now: the slot is here so that
+   * components can be written against it before the client tracks presence.
+   */
+  presence: undefined;
+  /** The client, for what the hook does not cover; null before the first effect and when disabled. */
+  client: RoomClient<T> | null;
+}
+
+/** The client a component holds, and the connection it was opened for. */
+interface Held<T> {
+  client: RoomClient<T>;
+  key: string;
+  /** A close waiting to see whether the component comes straight back (strict mode). */
+  release: ReturnType<typeof setTimeout> | undefined;
+}
+
+/** What the hook reads from the client after each watched event. */
+type Snapshot = Pick<UseRoomResult<unknown>, "state" | "presence">;
+
+/**
+ * Events after which the hook re-reads the client with `read`. A new kind of
+ * room state (presence) is one entry here and one field in `read`.
+ */
+const WATCHED = ["state"] as const;
+
+function read(client: RoomClient<unknown> | null, enabled: boolean): Snapshot {
+  return { state: client?.state ?? (enabled ? "connecting" : "closed"), presence: undefined };
+}
+
+/** What identifies a connection: options outside it apply when it opens, and changing them does not reconnect. */
+function connectionKey(options: RoomClientOptions): string {
+  return JSON.stringify([options.url, options.host, options.room, typeof options.token === "string" ? options.token : null]);
+}
+
+/**
+ * Subscribes the component to a room. The connection opens on mount and
+ * closes on unmount or when the room (url, host, room, a string token)
+ * changes. Other options (backoff, since, callbacks, a token function) are
+ * read when needed, so passing new objects or functions on each render is
+ * fine.
+ *
+ * Strict mode mounts, unmounts and mounts again at once; the hook closes a
+ * client only after a turn of the event loop, so that the second mount takes
+ * over the first one's socket: one socket per mounted component.
+ *
+ * @example
+ * const { state, messages, publish } = useRoom<Chat>({ room: "lobby", token: getToken });
+ */
+export function useRoom<T = unknown>(options: UseRoomOptions<T>): UseRoomResult<T> {
+  const enabled = options.enabled ?? true;
+  const key = enabled ? connectionKey(options) : null;
+  const latest = useRef(options);
+  const held = useRef<Held<T> | null>(null);
+  const [snapshot, setSnapshot] = useState<Snapshot>(() => read(null, enabled));
+  const [code, setCode] = useState<number | undefined>(undefined);
+  const [messages, setMessages] = useState<ReadonlyArray<RoomMessage<T>>>([]);
+
+  useEffect(() => {
+    latest.current = options;
+  });
+
+  useEffect(() => {
+    if (key === null) {
+      setSnapshot(read(null, false));
+      return;
+    }
+    let mine = held.current;
+    if (mine !== null && mine.key === key && mine.client.state !== "closed") {
+      clearTimeout(mine.release); // Strict mode's second mount: keep the socket.
+      mine.release = undefined;
+    } else {
+      mine?.client.close();
+      mine = { client: openClient<T>(latest), key, release: undefined };
+      held.current = mine;
+      setMessages((list) => (list.length === 0 ? list : []));
+      setCode(undefined);
+    }
+    const { client } = mine;
+    const refresh = (): void => setSnapshot(read(client as RoomClient<unknown>, true));
+    const onState = (event: RoomStateEvent): void => {
+      if (event.code !== undefined) setCode(event.code);
+    };
+    const onMessage = (event: RoomMessageEvent<T>): void => {
+      latest.current.onMessage?.(event);
+      const keep = latest.current.keep ?? 100;
+      if (keep <= 0) return;
+      const message: RoomMessage<T> = { seq: event.seq, data: event.data, ts: event.ts };
+      setMessages((list) => (list.length >= keep ? [...list.slice(list.length - keep + 1), message] : [...list, message]));
+    };
+    const onLost = (event: RoomLostEvent): void => latest.current.onLost?.(event);
+    for (const type of WATCHED) client.addEventListener(type, refresh);
+    client.addEventListener("state", onState);
+    client.addEventListener("message", onMessage);
+    client.addEventListener("lost", onLost);
+    refresh();
+    const owned = mine;
+    return () => {
+      for (const type of WATCHED) client.removeEventListener(type, refresh);
+      client.removeEventListener("state", onState);
+      client.removeEventListener("message", onMessage);
+      client.removeEventListener("lost", onLost);
+      owned.release = setTimeout(() => {
+        owned.client.close();
+        if (held.current === owned) held.current = null;
+      }, 0);
+    };
+  }, [key]);
+
+  const publish = useCallback((data: T): Promise<number> => {
+    const client = held.current?.client;
+    return client ? client.publish(data) : Promise.reject(new PublishError("closed", "the room is not open: the component is not mounted or the hook is disabled"));
+  }, []);
+
+  return { state: snapshot.state, presence: snapshot.presence, code, messages, publish, client: held.current?.client ?? null };
+}
+
+/** A client for the latest options, asking the latest token function when the option is one. */
+function openClient<T>(latest: { readonly current: UseRoomOptions<T> }): RoomClient<T> {
+  const { enabled: _enabled, keep: _keep, onMessage: _onMessage, onLost: _onLost, ...options } = latest.current;
+  if (typeof options.token === "function") {
+    options.token = () => {
+      const token = latest.current.token;
+      return typeof token === "function" ? token() : (token ?? "");
+    };
+  }
+  return new RoomClient<T>(options);
+}
