@@ -1,9 +1,11 @@
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium, type BrowserContext, type Page } from "playwright-core";
-import { describe, expect, it } from "vitest";
-import { startServer } from "../helpers/server";
+import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { mintToken } from "../../worker/auth/tokens";
+import { startServer, type LocalServer } from "../helpers/server";
+import { hasChromium, launchChromium } from "./browser-harness";
 import { publish } from "./sdk-harness";
 import { startProxy } from "./sdk-proxy";
 
@@ -18,7 +20,7 @@ const CHROMIUM_ARGS = [
   "--disable-component-update",
   "--disable-sync",
 ];
-const PORT = { server: 18106, proxy: 18111 } as const;
+const PORT = { server: 18106, proxy: 18111, secured: 18112 } as const;
 
 /** Seqs of the messages the demo page shows, oldest first (the page lists newest first). */
 async function shownSeqs(page: Page): Promise<number[]> {
@@ -87,5 +89,86 @@ describe("demo page in headless Chromium", () => {
       await server.stop();
       rmSync(userDataDir, { recursive: true, force: true });
     }
+  });
+});
+
+describe("demo page with tokens, in headless Chromium", () => {
+  const TOKEN_SECRET = "browser-demo-secret-9a4e";
+  let server: LocalServer | undefined;
+  let browser: Browser | undefined;
+  beforeAll(async () => {
+    if (!hasChromium) return;
+    [server, browser] = await Promise.all([startServer({ port: PORT.secured, vars: { TOKEN_SECRET } }), launchChromium()]);
+  });
+  afterAll(async () => {
+    await Promise.all([browser?.close(), server?.stop()]);
+  });
+  const uniqueRoom = (label: string) => `demo-${label}-${process.pid}-${Date.now().toString(36)}`;
+
+  it("opens with ?token=, starts with the room's last 20 messages and their times, then shows live ones", async (ctx) => {
+    ctx.skip(!hasChromium, `no Chromium at ${CHROMIUM}`);
+    const room = uniqueRoom("history");
+    const publishedAt = Date.now();
+    for (let i = 1; i <= 30; i++) await publish(server!.url, room, { text: `earlier ${i}` });
+    const page = await browser!.newPage();
+    const pageErrors: string[] = [];
+    page.on("pageerror", (error) => pageErrors.push(error.message));
+    await page.goto(`${server!.url}/demo?room=${room}&token=${await mintToken(TOKEN_SECRET, { room })}`);
+    await page.waitForSelector('#state[data-state="open"]', { timeout: 15_000 });
+    await page.waitForFunction(() => document.querySelectorAll("#messages li.message").length >= 20, null, { timeout: 15_000 });
+    expect(await shownSeqs(page)).toEqual(Array.from({ length: 20 }, (_, i) => i + 11));
+
+    const times = await page.$$eval("#messages li.message time", (items) => items.map((t) => [(t as HTMLTimeElement).dateTime, t.textContent]));
+    expect(times).toHaveLength(20);
+    for (const [iso, text] of times) {
+      const at = Date.parse(iso!);
+      expect(at).toBeGreaterThanOrEqual(publishedAt - 5000); // server clock, same machine
+      expect(at).toBeLessThanOrEqual(Date.now() + 5000);
+      expect(text).toMatch(/\d{1,2}.\d{2}.\d{2}/);
+    }
+
+    await publish(server!.url, room, { text: "live 31" });
+    await page.waitForFunction(() => document.querySelectorAll("#messages li.message").length >= 21, null, { timeout: 15_000 });
+    expect(await shownSeqs(page)).toEqual(Array.from({ length: 21 }, (_, i) => i + 11));
+    expect(await page.textContent("#last-seq")).toBe("31");
+    // Reopening just before the last 20 is not a visible disconnect.
+    expect(await page.$$eval("#messages li.notice", (items) => items.map((li) => li.textContent))).toEqual([]);
+    expect(await pageState(page)).toBe("open");
+    expect(await page.getAttribute("#presence", "data-available")).toBe("false");
+    expect(pageErrors).toEqual([]);
+    await page.close();
+  });
+
+  it("shows a refused token's close code and reason, and stops (no retries)", async (ctx) => {
+    ctx.skip(!hasChromium, `no Chromium at ${CHROMIUM}`);
+    const room = uniqueRoom("refused");
+    const expired = await mintToken(TOKEN_SECRET, { room, exp: Math.floor(Date.now() / 1000) - 60 });
+    const elsewhere = await mintToken(TOKEN_SECRET, { room: "elsewhere" });
+    const cases = [
+      { query: `&token=${expired}`, notice: "connection closed (close code 4001: the token has expired)", reason: "expired_token" },
+      { query: `&token=${elsewhere}`, notice: "connection closed (close code 4003: the token does not open this room)", reason: "room_not_allowed" },
+      { query: "", notice: "connection closed (close code 4001: a token is required: ?token=<jwt> or subprotocol token.<jwt>)", reason: "missing_token" },
+    ];
+    const page = await browser!.newPage();
+    for (const { query, notice } of cases) {
+      await page.goto(`${server!.url}/demo?room=${room}${query}`);
+      await page.waitForSelector('#state[data-state="closed"]', { timeout: 15_000 });
+      expect(await page.$$eval("#messages li.notice", (items) => items.map((li) => li.textContent))).toEqual([notice]);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1500)); // retries would have come by now
+    const refusals = server!.output().split("\n").filter((l) => l.includes(`"room":"${room}"`) && l.includes('"event":"refusal"'));
+    expect(refusals.map((l) => (JSON.parse(l) as { reason: string; close: number }).reason)).toEqual(cases.map((c) => c.reason));
+
+    // Not only the SDK: a bare WebSocket in the page sees the code and reason too (an HTTP 401 would be a bare 1006).
+    const bare = await page.evaluate(
+      (url) =>
+        new Promise<[number, string]>((resolve) => {
+          const ws = new WebSocket(url);
+          ws.onclose = (e) => resolve([e.code, e.reason]);
+        }),
+      `${server!.wsUrl}/rooms/${room}/ws?token=${expired}`,
+    );
+    expect(bare).toEqual([4001, "the token has expired"]);
+    await page.close();
   });
 });
