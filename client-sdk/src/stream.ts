@@ -4,6 +4,12 @@ import { resumeUrl } from "./url.js";
 /** Until a welcome says otherwise: the room's default window. */
 const DEFAULT_WINDOW_BYTES = 1024 * 1024;
 
+/** What an ack names: a seq, and the tag that proves it was read. */
+export interface Ackable {
+  seq: number;
+  tag: number;
+}
+
 /** What to do with a message that arrived. */
 export type Admission =
   /** The next one in order: deliver it. */
@@ -37,7 +43,7 @@ export class OrderedStream {
   #welcomeEpoch: string | undefined;
   #window = DEFAULT_WINDOW_BYTES;
   /** The last message received and not yet acknowledged: what the next ack names. */
-  #toAck: MessageEvent | null = null;
+  #toAck: Ackable | null = null;
   #unackedBytes = 0;
   #ackTimer: ReturnType<typeof setTimeout> | undefined;
 
@@ -111,8 +117,11 @@ export class OrderedStream {
     return true;
   }
 
-  /** A frame whose last message is `last` arrived as `text`: counts it against the window and acks in time. */
-  received(last: MessageEvent, text: string): void {
+  /**
+   * A frame that counts against the window arrived as `text`; `last` is what
+   * an ack for it names (its last message). Counts it, and acks in time.
+   */
+  received(last: Ackable, text: string): void {
     this.#toAck = last;
     this.#unackedBytes += utf8Length(text);
     if (this.#unackedBytes * 2 >= this.#window) this.#ack();

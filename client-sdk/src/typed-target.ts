@@ -22,8 +22,12 @@ export interface RoomEventBase {
   stopImmediatePropagation(): void;
 }
 
-/** A listener: a function, or an object with `handleEvent`, as the platform accepts. */
-export type RoomListener<E> = ((event: E) => void) | { handleEvent(event: E): void };
+/**
+ * A listener: a function, or an object with `handleEvent`, as the platform
+ * accepts. Its parameter is checked bivariantly (as DOM listeners are), so a
+ * listener written for the platform's `Event` fits too.
+ */
+export type RoomListener<E> = { bivarianceHack(event: E): void }["bivarianceHack"] | { handleEvent(event: E): void };
 
 /** Options for `addEventListener`; a platform AbortSignal fits `signal`. */
 export interface RoomListenerOptions {
