@@ -18,6 +18,7 @@ import { decodePublishBody } from "./publish-body";
 import { readCoordinatorConfig } from "../durable-objects/coordinator/config";
 import { shardOf, shardStub } from "../durable-objects/coordinator/shards";
 import { bodyLimits, readBody } from "./request-body";
+import { parsePresencePage } from "./presence-query";
 
 type AppEnv = { Bindings: Env; Variables: { limits: Limits; room: string } };
 
@@ -62,6 +63,7 @@ app.use("/broadcast", requirePublishKey());
 // The listing names every live room and the stats tell who is connected where: as private as publishing.
 app.use("/rooms", requirePublishKey());
 app.use("/rooms/:room", requirePublishKey());
+app.use("/rooms/:room/presence", requirePublishKey());
 app.use("/metrics", requirePublishKey());
 app.use("/rooms/:room/ws", subscribeAccess());
 
@@ -137,3 +139,15 @@ app.get("/rooms/:room", async (c) => {
   const stub = c.env.ROOMS.get(c.env.ROOMS.idFromName(room));
   return c.json(await stub.stats());
 });
+
+app.get("/rooms/:room/presence", async (c) => {
+  const room = c.get("room");
+  const page = parsePresencePage(c.req.query("limit"), c.req.query("cursor"));
+  if (!page.ok) return jsonError(c, 400, "bad_request", page.message);
+  const shard = shardStub(c.env.COORDINATOR, shardOf(room, readCoordinatorConfig(c.env).shards));
+  if (!(await shard.known(room))) return jsonError(c, 404, "not_found", "no such room: it holds no history and no sockets");
+  const stub = c.env.ROOMS.get(c.env.ROOMS.idFromName(room));
+  return c.json(await stub.presence(page.limit, page.cursor));
+});
+
+app.all("/rooms/:room/presence", (c) => jsonError(c, 405, "method_not_allowed", "read presence with GET", { Allow: "GET" }));

@@ -26,6 +26,7 @@ metricsRoutes.get("/metrics", async (c) => {
   );
   let liveRooms = 0;
   let connections = 0;
+  let members = 0;
   let unreachable = 0;
   const totals = zeroTotals();
   for (const answer of answers) {
@@ -35,9 +36,10 @@ metricsRoutes.get("/metrics", async (c) => {
     }
     liveRooms += answer.value.liveRooms;
     connections += answer.value.connections;
+    members += answer.value.members;
     addTotals(totals, answer.value.totals);
   }
-  return c.text(renderMetrics({ liveRooms, connections, totals, shards, unreachable }), 200, {
+  return c.text(renderMetrics({ liveRooms, connections, members, totals, shards, unreachable }), 200, {
     "Content-Type": "text/plain; version=0.0.4; charset=utf-8",
     "Cache-Control": "no-store",
   });
@@ -46,6 +48,7 @@ metricsRoutes.get("/metrics", async (c) => {
 interface Snapshot {
   liveRooms: number;
   connections: number;
+  members: number;
   totals: ServiceTotals;
   shards: number;
   unreachable: number;
@@ -59,6 +62,7 @@ export function renderMetrics(s: Snapshot): string {
   const metrics: Metric[] = [
     ["fanout_rooms_live", "gauge", "Rooms with at least one socket, as the registry knows them.", [["", s.liveRooms]]],
     ["fanout_connections", "gauge", "Sockets in live rooms, as last reported.", [["", s.connections]]],
+    ["fanout_presence_members", "gauge", "Presence members in live rooms (identities, however many sockets each has), as last reported.", [["", s.members]]],
     ["fanout_messages_published_total", "counter", "Messages published into rooms.", [["", t.published]]],
     ["fanout_frames_sent_total", "counter", "Frames sent to sockets (a frame may carry several messages).", [["", t.framesSent]]],
     ["fanout_bytes_sent_total", "counter", "Bytes of frames sent to sockets.", [["", t.bytesSent]]],
@@ -67,6 +71,7 @@ export function renderMetrics(s: Snapshot): string {
     ["fanout_history_rows_read_total", "counter", "History rows read to send catch-up frames.", [["", t.historyRowsRead]]],
     ["fanout_history_rows_written_total", "counter", "History rows written (one per live frame).", [["", t.historyRowsWritten]]],
     ["fanout_messages_lost_total", "counter", "Messages reported lost to sockets because they aged out of history first, counted per socket.", [["", t.lostMessages]]],
+    ["fanout_presence_events_total", "counter", "Presence events (sync, join, leave, count) sent, counted per socket.", [["", t.presenceEvents]]],
     ["fanout_kicks_total", "counter", "Sockets closed as slow consumers (4008): behind with no acknowledged progress.", [["", t.kicks]]],
     [
       "fanout_refusals_total",

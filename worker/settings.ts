@@ -42,6 +42,12 @@ export const DEFAULTS = {
   BROADCAST_MAX_ROOMS: 1000,
   /** Live-room registry shards (a room belongs to shard hash(name) mod this). */
   COORDINATOR_SHARDS: 16,
+  /** A member whose last socket left is announced as leaving only after this long without one. */
+  PRESENCE_LEAVE_DELAY_MS: 3000,
+  /** Above this many members, sockets get only the member count, not join and leave events. */
+  PRESENCE_MAX_MEMBERS: 100,
+  /** Above PRESENCE_MAX_MEMBERS, the count is sent at most this often (and only when it changed). */
+  PRESENCE_COUNT_INTERVAL_MS: 1000,
 } as const;
 
 export type LimitName = keyof typeof DEFAULTS;
@@ -51,11 +57,15 @@ export type Limits = { -readonly [K in LimitName]: number };
 export const MAX_BROADCAST_ROOMS = 10_000;
 /** Upper bound on shards: a listing page asks every shard, so the count stays modest. */
 export const MAX_SHARDS = 1024;
+/** Upper bound on PRESENCE_MAX_MEMBERS. */
+export const MAX_PRESENCE_MEMBERS = 1000;
 
 /** Vars whose range is narrower than "a non-negative integer". */
 const BOUNDS: Partial<Record<LimitName, readonly [min: number, max: number]>> = {
   COORDINATOR_SHARDS: [1, MAX_SHARDS],
   BROADCAST_MAX_ROOMS: [1, MAX_BROADCAST_ROOMS],
+  // A snapshot lists every member: 1,000 members of up to ~1.3 KB each is already a 1.3 MB frame.
+  PRESENCE_MAX_MEMBERS: [0, MAX_PRESENCE_MEMBERS],
 };
 
 /** Access control. An absent or empty secret switches its check off (open mode). */

@@ -85,6 +85,46 @@ export interface LostEvent {
   to: number;
 }
 
+/** A member of a room: one identity (a token's `sub`), however many sockets it has open. */
+export interface PresenceMember {
+  id: string;
+  /** Member data from the token's `info` claim (signed by the issuer), or from the socket's URL in open mode. */
+  info?: unknown;
+  /**
+   * Sockets this member had open in the room when the event was sent: events
+   * do not follow a member's further tabs (so a reload costs nobody else an
+   * event), a `sync` and `GET /rooms/{room}/presence` are current.
+   */
+  connections: number;
+  /** False when the member named itself (open mode: no token vouches for the name). */
+  verified: boolean;
+}
+
+/**
+ * Who is in the room. Presence events are not room messages: they have no
+ * `seq`, are not in history, and a socket that reconnects gets a fresh `sync`.
+ * - `sync`: the whole picture, on connect and whenever a socket fell behind on
+ *   presence: `members` when the room has at most PRESENCE_MAX_MEMBERS members,
+ *   only `count` above that;
+ * - `join` / `leave`: one member came or went (a member leaves only after
+ *   PRESENCE_LEAVE_DELAY_MS without any socket, so a reload is not a leave);
+ * - `count`: above PRESENCE_MAX_MEMBERS, the number of members, at most once per
+ *   PRESENCE_COUNT_INTERVAL_MS and only when it changed.
+ */
+export type PresenceEvent = (
+  | { type: "presence"; action: "sync"; count: number; members?: PresenceMember[] }
+  | { type: "presence"; action: "join"; count: number; member: PresenceMember }
+  | { type: "presence"; action: "leave"; count: number; member: { id: string } }
+  | { type: "presence"; action: "count"; count: number }
+) & {
+  /**
+   * Receipt tag, as on messages: presence counts against the socket's window,
+   * so acknowledge it with `{"type":"ack","seq":<the last seq you read>,"tag":<this tag>}`
+   * (an ack for any later message also covers it).
+   */
+  tag: number;
+};
+
 /** Answer to a socket `publish` frame. */
 export interface PublishedEvent {
   type: "published";
@@ -102,7 +142,7 @@ export interface ErrorEvent {
   id?: string;
 }
 
-export type ServerEvent = WelcomeEvent | MessageEvent | LostEvent | PublishedEvent | ErrorEvent;
+export type ServerEvent = WelcomeEvent | MessageEvent | LostEvent | PresenceEvent | PublishedEvent | ErrorEvent;
 
 export type ServerEventType = ServerEvent["type"];
 
@@ -327,6 +367,8 @@ export interface RoomCounterValues {
   lostMessages: number;
   /** Sockets closed as slow consumers (4008): behind with no acknowledged progress for SLOW_GRACE_MS. */
   kicks: number;
+  /** Presence events sent, counted per socket. */
+  presenceEvents: number;
   /** Sockets refused or closed by the room, by reason (room_full, rate_limited, bad_frame, too_big, idle_timeout, token_expired). */
   refusals: Record<string, number>;
 }
@@ -342,6 +384,8 @@ export interface RoomStats extends RoomCounterValues {
   room: string | null;
   epoch: string;
   connections: number;
+  /** Members in the room's presence (sockets with an identity, counted once per identity). */
+  members: number;
   seq: number;
   historyOldest: number | null;
   /** Sockets catching up from history right now (they receive no live frames until they are level). */
@@ -359,6 +403,8 @@ export interface RoomListEntry {
   room: string;
   /** Sockets as of the room's last report (at most one heartbeat interval old). */
   connections: number;
+  /** Presence members as of the same report. */
+  members: number;
 }
 
 /** Body of a `GET /rooms` answer. */

@@ -1,11 +1,12 @@
 // A complete client of the wire protocol in plain JavaScript (browsers; Node with the `ws`
 // package): every message once, in order, across disconnects. It follows three rules:
 // 1. send "ping" every 25 s;
-// 2. ack the last message received ({"type":"ack","seq","tag"}) per half window, or 50 ms after a frame;
+// 2. ack the last message or presence event read ({"type":"ack","seq":<last seq>,"tag"}) per half window or 50 ms;
 // 3. after a close whose code says "reconnect", reconnect with ?since=<last seq>&epoch=<epoch>.
 const STOP = new Set([1000, 1009, 4000, 4001, 4003]); // the close codes that mean "do not reconnect"
 
-export function followRoom(roomUrl, onMessage, { WebSocket = globalThis.WebSocket, onLost = () => {} } = {}) {
+export function followRoom(roomUrl, onMessage, options = {}) {
+  const { WebSocket = globalThis.WebSocket, onLost = () => {}, onPresence = () => {} } = options;
   let since = null, epoch = null, stopped = false, socket;
   const connect = () => {
     const url = new URL(roomUrl);
@@ -15,8 +16,7 @@ export function followRoom(roomUrl, onMessage, { WebSocket = globalThis.WebSocke
     const pinger = setInterval(() => socket.send("ping"), 25_000); // rule 1
     const ack = () => { // rule 2
       clearTimeout(ackTimer), (ackTimer = null), (unacked = 0);
-      if (last) socket.send(JSON.stringify({ type: "ack", seq: last.seq, tag: last.tag }));
-      last = null;
+      if (last) socket.send(JSON.stringify({ type: "ack", seq: last.seq, tag: last.tag })), (last = null);
     };
     socket.onmessage = ({ data }) => {
       if (data === "pong") return;
@@ -24,14 +24,14 @@ export function followRoom(roomUrl, onMessage, { WebSocket = globalThis.WebSocke
         if (event.type === "welcome") { welcome = event; since ??= event.seq; epoch ??= event.epoch; }
         if (event.type === "lost") { since = event.to; if (event.reason === "epoch") epoch = welcome.epoch; onLost(event); }
         if (event.type === "message") { since = event.seq; last = event; onMessage(event); }
+        if (event.type === "presence") { last = { seq: since, tag: event.tag }; onPresence(event); }
       }
       unacked += data.length;
       if (unacked * 2 >= welcome.window) ack(); else ackTimer ??= setTimeout(ack, 50);
     };
     socket.onerror = () => {}; // a close always follows
     socket.onclose = ({ code }) => {
-      clearInterval(pinger);
-      clearTimeout(ackTimer);
+      clearInterval(pinger), clearTimeout(ackTimer);
       if (!stopped && !STOP.has(code)) setTimeout(connect, Math.random() * 1000); // rule 3
     };
   };

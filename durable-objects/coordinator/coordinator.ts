@@ -33,6 +33,7 @@ export interface RegistryPage {
 export interface ShardMetrics {
   liveRooms: number;
   connections: number;
+  members: number;
   totals: ServiceTotals;
 }
 
@@ -75,7 +76,8 @@ export class Coordinator extends DurableObject<Record<string, unknown>> {
 
   /** A room's occupancy report (edge or heartbeat). Reports older than the stored one are ignored. */
   async report(report: RoomReport): Promise<void> {
-    if (!isValidRoomName(report.room) || !Number.isSafeInteger(report.connections) || report.connections < 0) {
+    const counts = [report.connections, report.members ?? 0];
+    if (!isValidRoomName(report.room) || !counts.every((n) => Number.isSafeInteger(n) && n >= 0)) {
       logEvent("error", { where: "registry_report", report: JSON.stringify(report).slice(0, 200) });
       return;
     }

@@ -11,9 +11,9 @@ import { shardOf, shardStub, type CoordinatorNamespace } from "./shards";
  */
 export interface RoomRegistration {
   /** The room went from no sockets to some, or from some to none. */
-  occupancyChanged(room: string, connections: number): void;
+  occupancyChanged(room: string, connections: number, members: number): void;
   /** Called from the room's periodic sweep while it has sockets. */
-  heartbeat(room: string, connections: number): void;
+  heartbeat(room: string, connections: number, members: number): void;
   /**
    * The room holds storage (it is about to write) or gave it back. Resolves
    * once the directory has it, or after STORAGE_REPORT_TIMEOUT_MS; never rejects.
@@ -63,12 +63,12 @@ class ShardRegistration implements RoomRegistration {
     this.#counters = counters;
   }
 
-  occupancyChanged(room: string, connections: number): void {
-    this.#submit({ room, connections, at: Date.now() });
+  occupancyChanged(room: string, connections: number, members: number): void {
+    this.#submit({ room, connections, members, at: Date.now() });
   }
 
-  heartbeat(room: string, connections: number): void {
-    this.#submit({ room, connections, at: Date.now() });
+  heartbeat(room: string, connections: number, members: number): void {
+    this.#submit({ room, connections, members, at: Date.now() });
   }
 
   async storage(room: string, stored: boolean): Promise<void> {

@@ -2,7 +2,7 @@ import type { RoomCounterValues, RoomListEntry } from "../../client-sdk/src/prot
 /**
  * One shard's share of the live-room registry, in the shard's SQLite storage.
  *
- * A row is a room's latest report: its connection count, the room's clock at
+ * A row is a room's latest report: its connection and member counts, the room's clock at
  * the time of the report (to drop reports that arrive out of order), and the
  * shard's clock at which the entry stops counting as live. A room that left
  * (0 connections) keeps a row until then too, as a tombstone, so that a
@@ -21,6 +21,8 @@ export interface RoomReport {
   room: string;
   /** Sockets the room holds; 0 means it just became empty. */
   connections: number;
+  /** Members in the room's presence (absent: 0). */
+  members?: number;
   /** The room's clock when it made the report, epoch ms. */
   at: number;
   /** Counters that grew since the room's last successful report (service-wide metrics). */
@@ -48,9 +50,16 @@ export class Registry {
         name TEXT PRIMARY KEY,
         connections INTEGER NOT NULL,
         reported_at INTEGER NOT NULL,
-        expires_at INTEGER NOT NULL
+        expires_at INTEGER NOT NULL,
+        members INTEGER NOT NULL DEFAULT 0
       ) WITHOUT ROWID`,
     );
+    // Registries created before member counts existed get the column (0 until the room's next report).
+    try {
+      sql.exec(`SELECT members FROM rooms LIMIT 0`);
+    } catch {
+      sql.exec(`ALTER TABLE rooms ADD COLUMN members INTEGER NOT NULL DEFAULT 0`);
+    }
   }
 
   /**
@@ -61,13 +70,15 @@ export class Registry {
    */
   apply(report: RoomReport, expiresAt: number, refreshBefore: number): boolean {
     const cursor = this.#sql.exec(
-      `INSERT INTO rooms (name, connections, reported_at, expires_at) VALUES (?, ?, ?, ?)
+      `INSERT INTO rooms (name, connections, members, reported_at, expires_at) VALUES (?, ?, ?, ?, ?)
        ON CONFLICT (name) DO UPDATE SET
-         connections = excluded.connections, reported_at = excluded.reported_at, expires_at = excluded.expires_at
+         connections = excluded.connections, members = excluded.members,
+         reported_at = excluded.reported_at, expires_at = excluded.expires_at
        WHERE excluded.reported_at >= rooms.reported_at
-         AND (excluded.connections != rooms.connections OR rooms.expires_at < ?)`,
+         AND (excluded.connections != rooms.connections OR excluded.members != rooms.members OR rooms.expires_at < ?)`,
       report.room,
       report.connections,
+      report.members ?? 0,
       report.at,
       expiresAt,
       refreshBefore,
@@ -91,18 +102,19 @@ export class Registry {
     }
     params.push(query.limit);
     return this.#sql
-      .exec<{ room: string; connections: number }>(
-        `SELECT name AS room, connections FROM rooms WHERE ${conditions.join(" AND ")} ORDER BY name LIMIT ?`,
+      .exec<{ room: string; connections: number; members: number }>(
+        `SELECT name AS room, connections, members FROM rooms WHERE ${conditions.join(" AND ")} ORDER BY name LIMIT ?`,
         ...params,
       )
       .toArray();
   }
 
-  /** Live rooms and the sockets they last reported. */
-  occupancy(now: number): { liveRooms: number; connections: number } {
+  /** Live rooms and the sockets and members they last reported. */
+  occupancy(now: number): { liveRooms: number; connections: number; members: number } {
     return this.#sql
-      .exec<{ liveRooms: number; connections: number }>(
-        `SELECT count(*) AS liveRooms, coalesce(sum(connections), 0) AS connections FROM rooms WHERE connections > 0 AND expires_at > ?`,
+      .exec<{ liveRooms: number; connections: number; members: number }>(
+        `SELECT count(*) AS liveRooms, coalesce(sum(connections), 0) AS connections, coalesce(sum(members), 0) AS members
+         FROM rooms WHERE connections > 0 AND expires_at > ?`,
         now,
       )
       .one();

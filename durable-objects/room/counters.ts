@@ -19,6 +19,7 @@ export function zeroCounters(): RoomCounterValues {
     historyRowsWritten: 0,
     lostMessages: 0,
     kicks: 0,
+    presenceEvents: 0,
     refusals: {},
   };
 }
@@ -34,6 +35,7 @@ const NUMERIC_FIELDS = [
   "historyRowsWritten",
   "lostMessages",
   "kicks",
+  "presenceEvents",
 ] as const satisfies readonly (keyof RoomCounterValues)[];
 
 /** `into` += `delta` (or -= with sign -1), field by field, refusals by reason. */

@@ -16,6 +16,10 @@ export interface DeliveryOptions {
 export interface DeliveryHooks {
   /** The room went from no sockets to some, or from some to none. */
   occupancyChanged(connections: number): void;
+  /** A socket left the room, however it went. */
+  left(state: SocketState): void;
+  /** An ack released frames: the socket has window space again. */
+  released(ws: WebSocket, state: SocketState): void;
   /** For logs: the room's name. */
   roomName(): string | null;
 }
@@ -102,6 +106,7 @@ export class Delivery {
     if (!state) return undefined;
     this.#sockets.delete(ws);
     if (state.behind) this.#behind -= 1;
+    this.#hooks.left(state);
     if (this.#sockets.size === 0) this.#hooks.occupancyChanged(0);
     return state;
   }
@@ -136,10 +141,13 @@ export class Delivery {
   /** Applies a client's ack; a socket behind that got window space back is sent what comes next. */
   ack(ws: WebSocket, state: SocketState, seq: number, tag: number, now: number): AckVerdict {
     const verdict = state.ack(seq, tag);
-    if (verdict === "released" && state.behind) {
+    if (verdict !== "released") return verdict;
+    if (state.behind) {
       state.stalledSince = now;
       this.catchUp(ws, state, now);
     }
+    // Catch-up may have closed it (a failed send).
+    if (this.#sockets.has(ws)) this.#hooks.released(ws, state);
     return verdict;
   }
 
@@ -204,6 +212,14 @@ export class Delivery {
   /** Sends a small control frame (welcome, lost, published, error); these are not counted against the window. */
   sendControl(ws: WebSocket, text: string): boolean {
     return this.#send(ws, text);
+  }
+
+  /** Sends a presence event when the socket's window has room for it (SocketState.hasPresenceRoom). */
+  sendPresence(ws: WebSocket, state: SocketState, text: string, bytes: number, tag: number): boolean {
+    if (!state.hasPresenceRoom(this.#options.windowBytes)) return false;
+    if (!this.#send(ws, text)) return false;
+    state.presenceSent(bytes, tag);
+    return true;
   }
 
   #send(ws: WebSocket, text: string): boolean {

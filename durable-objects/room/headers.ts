@@ -9,3 +9,19 @@ export const ROOM_NAME_HEADER = "x-room-name";
 export const CAN_PUBLISH_HEADER = "x-can-publish";
 /** When the token the socket was admitted with expires (epoch ms). */
 export const TOKEN_EXPIRES_HEADER = "x-token-expires";
+/** The member the socket is in the room's presence (URI-encoded): a token's `sub`, or a name chosen in open mode. */
+export const MEMBER_ID_HEADER = "x-member-id";
+/** The member's data, JSON text of an object (URI-encoded), already checked at the edge. */
+export const MEMBER_INFO_HEADER = "x-member-info";
+/** "true" when a token vouches for the member id, "false" for a self-chosen name. */
+export const MEMBER_VERIFIED_HEADER = "x-member-verified";
+
+/** Every header only the edge may set: the worker deletes these from what clients send. */
+export const EDGE_HEADERS = [
+  ROOM_NAME_HEADER,
+  CAN_PUBLISH_HEADER,
+  TOKEN_EXPIRES_HEADER,
+  MEMBER_ID_HEADER,
+  MEMBER_INFO_HEADER,
+  MEMBER_VERIFIED_HEADER,
+] as const;

@@ -6,14 +6,16 @@ import { logEvent } from "../../worker/log";
 import { ClientFrames } from "./client-frames";
 import { RoomCounters } from "./counters";
 import { Delivery } from "./delivery";
-import { CAN_PUBLISH_HEADER, ROOM_NAME_HEADER, TOKEN_EXPIRES_HEADER } from "./headers";
+import { CAN_PUBLISH_HEADER, EDGE_HEADERS, ROOM_NAME_HEADER, TOKEN_EXPIRES_HEADER } from "./headers";
 import { History } from "./history";
+import { memberFromHeaders } from "./member";
+import { Presence, type PresencePage } from "./presence";
 import { Publishing, type PublishOptions, type PublishResult } from "./publishing";
 import { SocketState, type RatePolicy, type SocketAttachment } from "./socket-state";
 import { Sweeper } from "./sweeper";
 
-export { CAN_PUBLISH_HEADER, ROOM_NAME_HEADER, TOKEN_EXPIRES_HEADER };
-export type { PublishOptions, PublishResult };
+export { CAN_PUBLISH_HEADER, EDGE_HEADERS, ROOM_NAME_HEADER, TOKEN_EXPIRES_HEADER };
+export type { PresencePage, PublishOptions, PublishResult };
 
 /**
  * One room: its sockets (accepted with the Hibernation API, so an idle room
@@ -27,6 +29,7 @@ export type { PublishOptions, PublishResult };
  * - `Delivery`, which keeps a cursor per socket: live frames for sockets
  *   level with the room, catch-up from history for sockets behind;
  * - `ClientFrames` handles what clients send (acks, publishes);
+ * - `Presence` knows who is in the room, from the sockets' identities;
  * - `Sweeper` reaps idle sockets and gives an unused room's storage back.
  */
 export class Room extends DurableObject<Record<string, unknown>> {
@@ -38,6 +41,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
   readonly #delivery: Delivery;
   readonly #publishing: Publishing;
   readonly #frames: ClientFrames;
+  readonly #presence: Presence;
   readonly #sweeper: Sweeper;
   readonly #instanceStartedAt = Date.now();
   #name: string | null;
@@ -68,8 +72,27 @@ export class Room extends DurableObject<Record<string, unknown>> {
       {
         roomName,
         occupancyChanged: (connections) => {
-          if (this.#name) this.#registration.occupancyChanged(this.#name, connections);
+          if (this.#name) this.#registration.occupancyChanged(this.#name, connections, this.#presence.count);
           if (connections === 0) this.#background(this.#sweeper.ensureAlarm());
+        },
+        left: (state) => this.#presence.leave(state, Date.now()),
+        released: (ws, state) => this.#presence.refresh(ws, state),
+      },
+    );
+    this.#presence = new Presence(
+      {
+        leaveDelayMs: limits.PRESENCE_LEAVE_DELAY_MS,
+        maxMembers: limits.PRESENCE_MAX_MEMBERS,
+        countIntervalMs: limits.PRESENCE_COUNT_INTERVAL_MS,
+      },
+      {
+        roomName,
+        sockets: () => this.#delivery.entries(),
+        send: (ws, state, text, bytes, tag) => this.#delivery.sendPresence(ws, state, text, bytes, tag),
+        counted: (events) => {
+          if (events === 0) return;
+          this.#counters.values.presenceEvents += events;
+          this.#counters.changed();
         },
       },
     );
@@ -81,11 +104,11 @@ export class Room extends DurableObject<Record<string, unknown>> {
       { idleTimeoutMs: limits.IDLE_TIMEOUT_SECONDS * 1000, historyMaxAgeMs: limits.HISTORY_MAX_AGE_SECONDS * 1000 },
       {
         roomName,
-        heartbeat: (connections) => {
-          if (this.#name) this.#registration.heartbeat(this.#name, connections);
+        heartbeat: () => {
+          if (this.#name) this.#registration.heartbeat(this.#name, this.#delivery.size, this.#presence.count);
         },
         reportEmpty: () => {
-          if (this.#name) this.#registration.occupancyChanged(this.#name, 0);
+          if (this.#name) this.#registration.occupancyChanged(this.#name, 0, this.#presence.count);
         },
         quiet: () => this.#counters.unreported() === null,
         reclaimed: async () => {
@@ -112,11 +135,14 @@ export class Room extends DurableObject<Record<string, unknown>> {
     const now = Date.now();
     // The runtime also lists sockets still closing (a stalled peer never finishes
     // the close handshake); those are not members of the room any more. A room
-    // only hibernates once every cursor was level, so sockets rejoin level.
+    // only hibernates once every cursor was level, so sockets rejoin level, and
+    // presence is rebuilt from their identities without telling anyone.
     for (const ws of ctx.getWebSockets()) {
       const attachment = ws.deserializeAttachment() as SocketAttachment | null;
       if (attachment && ws.readyState === WebSocket.OPEN) {
-        this.#delivery.join(ws, new SocketState(attachment, this.#delivery.flushedSeq), now);
+        const state = new SocketState(attachment, this.#delivery.flushedSeq);
+        this.#delivery.join(ws, state, now);
+        this.#presence.restore(state);
       }
     }
   }
@@ -153,6 +179,8 @@ export class Room extends DurableObject<Record<string, unknown>> {
         canPublish: request.headers.get(CAN_PUBLISH_HEADER) !== "false",
         expiresAt: Number.isSafeInteger(expires) && expires > 0 ? expires : null,
       };
+      const member = memberFromHeaders(request.headers);
+      if (member) attachment.member = member;
       this.ctx.acceptWebSocket(server);
       server.serializeAttachment(attachment);
 
@@ -177,7 +205,10 @@ export class Room extends DurableObject<Record<string, unknown>> {
           start = since;
         }
       }
-      this.#delivery.join(server, new SocketState(attachment, start), now);
+      const state = new SocketState(attachment, start);
+      this.#delivery.join(server, state, now);
+      // A failed send during catch-up forgets the socket; it is not a member then.
+      if (this.#delivery.get(server) === state) this.#presence.join(server, state);
       await this.#sweeper.ensureAlarm();
       return new Response(null, { status: 101, webSocket: client });
     } catch (error) {
@@ -253,6 +284,11 @@ export class Room extends DurableObject<Record<string, unknown>> {
     return closed;
   }
 
+  /** Members in id order after `cursor`, at most `limit` (`GET /rooms/{room}/presence`). */
+  async presence(limit: number, cursor: string | null): Promise<PresencePage> {
+    return this.#presence.page(limit, cursor, this.#delivery.size);
+  }
+
   async stats(): Promise<RoomStats> {
     let inFlight = 0;
     let inFlightMax = 0;
@@ -264,6 +300,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
       room: this.#name,
       epoch: this.#history.epoch,
       connections: this.#delivery.size,
+      members: this.#presence.count,
       seq: this.#history.seq,
       historyOldest: this.#history.oldest(),
       behind: this.#delivery.behind,

@@ -24,6 +24,17 @@ export interface SocketAttachment {
   expiresAt: number | null;
   /** Last client frame as of the last write (rewritten at most every ACTIVITY_PERSIST_MS), so idleness survives hibernation. */
   activeAt?: number;
+  /** The member this socket is, when it has an identity (a token's `sub`, or a self-chosen name in open mode). */
+  member?: MemberIdentity;
+}
+
+/** Who a socket is in the room's presence: decided at the edge, kept with the socket so it survives hibernation. */
+export interface MemberIdentity {
+  id: string;
+  /** Member data as JSON text (at most 1 KiB), or absent. */
+  info?: string;
+  /** False for a name the socket chose itself (open mode). */
+  verified: boolean;
 }
 
 /** The attachment's `activeAt` is rewritten at most this often: a write per frame would cost as much as the frame. */
@@ -59,8 +70,21 @@ export class SocketState {
   nextRow = 0;
   /** While behind: when the socket last made progress (fell behind, or an ack released a frame). Null when level. */
   stalledSince: number | null = null;
+  /** Presence events were withheld (no room): the socket gets a fresh snapshot when it has room again. */
+  presenceStale = false;
   #sentBytes = 0;
   #ackedBytes = 0;
+  /**
+   * Presence events in flight, as triples [sentSeqWhenSent, tag,
+   * presenceBytesAfterEvent], oldest first, from #presenceHead on. Presence has
+   * no seq of its own: an ack names it by the seq the client had read when it
+   * arrived and echoes its tag; an ack for a later message also covers it,
+   * since frames arrive in order.
+   */
+  #presenceMarks: number[] = [];
+  #presenceHead = 0;
+  #presenceSentBytes = 0;
+  #presenceAckedBytes = 0;
   /** Triples [lastSeqInFrame, sentBytesAfterFrame, tagOfLastMessage], oldest first, from #head on. */
   #marks: number[] = [];
   #head = 0;
@@ -91,6 +115,27 @@ export class SocketState {
     return windowBytes === 0 || this.inFlight < windowBytes;
   }
 
+  /** Bytes of presence events sent and not yet acknowledged (not counted in `inFlight`). */
+  get presenceInFlight(): number {
+    return this.#presenceSentBytes - this.#presenceAckedBytes;
+  }
+
+  /**
+   * Whether a presence event may go out: while messages and presence together
+   * leave room in the window. Presence never holds up messages (they look at
+   * `inFlight` alone), and a socket that stops reading holds at most one more
+   * window of presence, however busy the room's membership is.
+   */
+  hasPresenceRoom(windowBytes: number): boolean {
+    return windowBytes === 0 || this.inFlight + this.presenceInFlight < windowBytes;
+  }
+
+  /** Records a presence event that went out. */
+  presenceSent(bytes: number, tag: number): void {
+    this.#presenceSentBytes += bytes;
+    this.#presenceMarks.push(this.sentSeq, tag, this.#presenceSentBytes);
+  }
+
   /** Records a frame that went out. */
   sent(frame: SentFrame): void {
     this.#sentBytes += frame.bytes;
@@ -101,10 +146,17 @@ export class SocketState {
   /**
    * Applies an ack for message `seq` with tag `tag`: when it names the last
    * message of a frame in flight and the tag matches, every frame up to that
-   * one is released.
+   * one is released (and the presence events sent before it). When `tag` is
+   * that of a presence event sent while the cursor was at `seq`, that event,
+   * the ones before it and every message up to `seq` are released.
    */
   ack(seq: number, tag: number): AckVerdict {
     if (seq > this.sentSeq) return "forged";
+    if (this.#ackPresence(seq, tag)) {
+      // Every message up to `seq` was sent before that presence event.
+      this.#releaseMessagesThrough(seq);
+      return "released";
+    }
     const marks = this.#marks;
     // Binary search the in-flight frames (ordered by seq) for one ending at `seq`.
     let lo = this.#head / 3;
@@ -116,6 +168,8 @@ export class SocketState {
         if (marks[mid * 3 + 2] !== tag) return "forged";
         this.#ackedBytes = marks[mid * 3 + 1] as number;
         this.#release((mid + 1) * 3);
+        // Presence sent before this frame was read too.
+        this.#releasePresenceBefore(seq);
         return "released";
       }
       if (last < seq) lo = mid + 1;
@@ -145,6 +199,53 @@ export class SocketState {
   touch(now: number): boolean {
     this.lastActivity = now;
     return now - (this.attachment.activeAt ?? this.attachment.connectedAt) >= ACTIVITY_PERSIST_MS;
+  }
+
+  /** Releases presence events up to the one sent at `seq` with `tag`; false when none in flight matches. */
+  #ackPresence(seq: number, tag: number): boolean {
+    const marks = this.#presenceMarks;
+    // Acks name the latest event, so search from the newest back.
+    for (let i = marks.length - 3; i >= this.#presenceHead; i -= 3) {
+      const at = marks[i] as number;
+      if (at < seq) return false;
+      if (at === seq && marks[i + 1] === tag) {
+        this.#presenceAckedBytes = marks[i + 2] as number;
+        this.#releasePresence(i + 3);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /** Releases presence events sent while the socket's cursor was below `seq`. */
+  #releasePresenceBefore(seq: number): void {
+    const marks = this.#presenceMarks;
+    let head = this.#presenceHead;
+    while (head < marks.length && (marks[head] as number) < seq) {
+      this.#presenceAckedBytes = marks[head + 2] as number;
+      head += 3;
+    }
+    this.#releasePresence(head);
+  }
+
+  /** Releases message frames whose last seq is at most `seq`. */
+  #releaseMessagesThrough(seq: number): void {
+    const marks = this.#marks;
+    let head = this.#head;
+    while (head < marks.length && (marks[head] as number) <= seq) {
+      this.#ackedBytes = marks[head + 1] as number;
+      head += 3;
+    }
+    this.#release(head);
+  }
+
+  #releasePresence(head: number): void {
+    if (head > 192 && head * 2 > this.#presenceMarks.length) {
+      this.#presenceMarks = this.#presenceMarks.slice(head);
+      this.#presenceHead = 0;
+    } else {
+      this.#presenceHead = head;
+    }
   }
 
   #release(head: number): void {

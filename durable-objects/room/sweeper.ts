@@ -14,7 +14,7 @@ export interface SweeperOptions {
 export interface SweeperHooks {
   roomName(): string | null;
   /** The room's periodic report to the registry (and its counters) while it has sockets. */
-  heartbeat(connections: number): void;
+  heartbeat(): void;
   /** The room is empty; report what is unreported, because storage is about to go. */
   reportEmpty(): void;
   /** True when the room has nothing in flight that storage still has to hold (no publish pending, counters reported). */
@@ -89,7 +89,7 @@ export class Sweeper {
     const now = Date.now();
     this.sweep(now);
     if (this.#delivery.size > 0) {
-      this.#hooks.heartbeat(this.#delivery.size);
+      this.#hooks.heartbeat();
     } else if (this.#history.exists && now >= this.#reclaimAt()) {
       if (!this.#hooks.quiet()) {
         this.#hooks.reportEmpty();

@@ -1,5 +1,5 @@
 import WebSocket from "ws";
-import { parseServerFrame, type MessageEvent, type RoomStats, type ServerEvent } from "../../client-sdk/src/protocol";
+import { parseServerFrame, type MessageEvent, type PresenceEvent, type RoomStats, type ServerEvent } from "../../client-sdk/src/protocol";
 
 export interface CloseInfo {
   code: number;
@@ -23,6 +23,8 @@ export class TestSocket {
   closeInfo: CloseInfo | null = null;
   /** The last message received: what an ack names. */
   lastMessage: MessageEvent | null = null;
+  /** The seq this socket has read up to (welcome, lost, messages): what an ack of a presence event names. */
+  readSeq = -1;
   #waiters = new Set<() => void>();
 
   private constructor(ws: WebSocket, autoAck: boolean) {
@@ -50,11 +52,18 @@ export class TestSocket {
       const parsed = parseServerFrame(text);
       if (!parsed.ok) throw new Error(`server sent an invalid frame: ${text}`);
       this.events.push(...parsed.value);
-      const last = parsed.value.filter((e): e is MessageEvent => e.type === "message").at(-1);
-      if (last) {
-        this.lastMessage = last;
-        if (autoAck) this.ack(last);
+      let ack: { seq: number; tag: number } | null = null;
+      for (const event of parsed.value) {
+        if (event.type === "welcome" && this.readSeq < 0) this.readSeq = event.seq;
+        if (event.type === "lost") this.readSeq = event.to;
+        if (event.type === "message") {
+          this.readSeq = event.seq;
+          this.lastMessage = event;
+          ack = event;
+        }
+        if (event.type === "presence") ack = { seq: this.readSeq, tag: event.tag };
       }
+      if (ack && autoAck) this.send({ type: "ack", seq: ack.seq, tag: ack.tag });
       this.#notify();
     });
     ws.on("error", () => this.#notify());
@@ -64,6 +73,8 @@ export class TestSocket {
     return new Promise((resolve, reject) => {
       const ws = new WebSocket(url);
       const socket = new TestSocket(ws, options.autoAck ?? true);
+      const since = new URL(url).searchParams.get("since");
+      if (since !== null) socket.readSeq = Number(since);
       ws.once("open", () => resolve(socket));
       ws.once("unexpected-response", (_req, res) => reject(new Error(`upgrade refused: HTTP ${res.statusCode}`)));
       ws.once("error", reject);
@@ -72,6 +83,10 @@ export class TestSocket {
 
   get messages(): MessageEvent[] {
     return this.events.filter((e): e is MessageEvent => e.type === "message");
+  }
+
+  get presence(): PresenceEvent[] {
+    return this.events.filter((e): e is PresenceEvent => e.type === "presence");
   }
 
   /** Acknowledges `message` (default: the last one received) with its seq and tag. */

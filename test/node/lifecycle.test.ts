@@ -26,13 +26,14 @@ describe("hibernation", () => {
     const before = await roomStats(server.url, room);
     expect(before.deliveries).toBe(1);
 
-    // Idle for longer than the runtime's 10 s eviction delay; heartbeats are answered
-    // by the runtime and must not wake (or keep awake) the room.
-    for (let i = 0; i < 6; i++) {
+    // Idle for longer than the runtime's 10 s eviction delay after the room's last timer
+    // (its counters' write, up to 7 s after the publish); heartbeats are answered by the
+    // runtime and must not wake (or keep awake) the room.
+    for (let i = 0; i < 8; i++) {
       await sleep(2500);
       s.send("ping");
     }
-    await s.waitFor((x) => x.frames.filter((f) => f === "pong").length >= 6, 5000, "pongs");
+    await s.waitFor((x) => x.frames.filter((f) => f === "pong").length >= 8, 5000, "pongs");
 
     const answer = await publish(server.url, room, "after");
     expect(answer.body).toMatchObject({ seq: 2, recipients: 1 });

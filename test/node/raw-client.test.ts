@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import type { MessageEvent } from "../../client-sdk/src/protocol";
+import type { MessageEvent, PresenceEvent } from "../../client-sdk/src/protocol";
 // The raw client documented in docs/protocol.md, imported as it is printed there.
 import { followRoom as untypedFollowRoom } from "../../docs/examples/raw-client.mjs";
 import { startServer, type LocalServer } from "../helpers/server";
@@ -13,7 +13,7 @@ import { startProxy, type TcpProxy } from "./sdk-proxy";
 const followRoom = untypedFollowRoom as unknown as (
   url: string,
   onMessage: (message: MessageEvent) => void,
-  options: { WebSocket: unknown; onLost: (event: unknown) => void },
+  options: { WebSocket: unknown; onLost?: (event: unknown) => void; onPresence?: (event: PresenceEvent) => void },
 ) => { close(): void };
 
 const WINDOW = 16 * 1024;
@@ -74,5 +74,35 @@ describe("the raw client in docs/protocol.md", () => {
     expect(stats.kicks).toBe(0);
     expect(stats.refusals.rate_limited ?? 0).toBe(0);
     expect(stats.refusals.bad_ack ?? 0).toBe(0);
+  });
+
+  it("keeps seeing every join in a room with only presence traffic, far more than its window", async () => {
+    const room = "raw-presence";
+    const presence: PresenceEvent[] = [];
+    const follower = followRoom(`${server.wsUrl}/rooms/${room}/ws?member=raw`, () => {}, { WebSocket, onPresence: (e) => presence.push(e) });
+    await waitFor(() => presence.length >= 1, "the sync");
+    // 60 members with ~900 bytes of data each: ~55 KB of joins, more than three windows, and no message to ack.
+    const members: WebSocket[] = [];
+    for (let i = 0; i < 60; i++) {
+      const info = encodeURIComponent(JSON.stringify({ pad: "q".repeat(900) }));
+      const ws = new WebSocket(`${server.wsUrl}/rooms/${room}/ws?member=m${i}&info=${info}`);
+      await new Promise((resolve) => ws.once("open", resolve));
+      members.push(ws);
+    }
+    // The client's view, from the events as an app applies them.
+    const view = new Set<string>();
+    const apply = (e: PresenceEvent) => {
+      if (e.action === "sync") {
+        view.clear();
+        for (const m of e.members ?? []) view.add(m.id);
+      } else if (e.action === "join") view.add(e.member.id);
+      else if (e.action === "leave") view.delete(e.member.id);
+    };
+    await waitFor(() => (view.clear(), presence.forEach(apply), view.size === 61), `61 members (have ${view.size})`);
+    // In order; a fresh picture stands in for events only when an ack came too late for the next one.
+    const joined = presence.flatMap((e) => (e.action === "join" ? [Number(e.member.id.slice(1))] : []));
+    expect(joined).toEqual([...joined].sort((a, b) => a - b));
+    for (const ws of members) ws.close();
+    follower.close();
   });
 });

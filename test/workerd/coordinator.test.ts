@@ -107,14 +107,14 @@ describe("registry shard", () => {
     // Older than what is stored: a delayed report must not win.
     await stub.report({ room: "reg-a", connections: 1, at: 1500 });
     expect(await stub.list({ prefix: "reg-", after: null, limit: 10 })).toEqual([
-      { room: "reg-a", connections: 3 },
-      { room: "reg-b", connections: 4 },
+      { room: "reg-a", connections: 3, members: 0 },
+      { room: "reg-b", connections: 4, members: 0 },
     ]);
 
     // The room emptied; the "1" it had sent before arrives late and is ignored.
     await stub.report({ room: "reg-b", connections: 0, at: 3000 });
     await stub.report({ room: "reg-b", connections: 1, at: 2500 });
-    expect(await stub.list({ prefix: "reg-", after: null, limit: 10 })).toEqual([{ room: "reg-a", connections: 3 }]);
+    expect(await stub.list({ prefix: "reg-", after: null, limit: 10 })).toEqual([{ room: "reg-a", connections: 3, members: 0 }]);
     expect(await stub.list({ prefix: "reg-", after: "reg-a", limit: 10 })).toEqual([]);
 
     // Time passes beyond the TTL without a heartbeat: unlisted at once, reclaimed by the sweep alarm.
@@ -132,6 +132,22 @@ describe("registry shard", () => {
     expect(alarm).not.toBeNull();
   });
 
+  it("adds the member count to a registry written before it existed, keeping its entries", async () => {
+    const stub = bindings.ROOMS.get(bindings.ROOMS.idFromName("old-registry-storage"));
+    const listed = await runInDurableObject(stub, (_instance, state) => {
+      const sql = state.storage.sql;
+      sql.exec(`CREATE TABLE rooms (name TEXT PRIMARY KEY, connections INTEGER NOT NULL, reported_at INTEGER NOT NULL, expires_at INTEGER NOT NULL) WITHOUT ROWID`);
+      sql.exec(`INSERT INTO rooms VALUES ('old', 2, 1, ?)`, Date.now() + 60_000);
+      const registry = new Registry(sql);
+      registry.apply({ room: "new", connections: 1, members: 1, at: 1 }, Date.now() + 60_000, 0);
+      return registry.list({ prefix: "", after: null, limit: 10 }, Date.now());
+    });
+    expect(listed).toEqual([
+      { room: "new", connections: 1, members: 1 },
+      { room: "old", connections: 2, members: 0 },
+    ]);
+  });
+
   it("writes an unchanged heartbeat only when the entry's remaining lifetime runs low", async () => {
     const stub = shardStub(bindings.COORDINATOR, 9_996);
     const written = await runInDurableObject(stub, (_instance: Coordinator, state) => {
@@ -145,10 +161,12 @@ describe("registry shard", () => {
         registry.apply({ room: "hb", connections: 2, at: 3 }, now + 6000, now + 4500),
         // A changed count is always written.
         registry.apply({ room: "hb", connections: 3, at: 4 }, now + 6100, now + 4600),
+        // So is a changed member count.
+        registry.apply({ room: "hb", connections: 3, members: 2, at: 5 }, now + 6200, now + 4700),
       ];
     });
-    expect(written).toEqual([true, false, true, true]);
-    expect(await stub.list({ prefix: "", after: null, limit: 10 })).toEqual([{ room: "hb", connections: 3 }]);
+    expect(written).toEqual([true, false, true, true, true]);
+    expect(await stub.list({ prefix: "", after: null, limit: 10 })).toEqual([{ room: "hb", connections: 3, members: 2 }]);
   });
 
   it("ignores malformed reports", async () => {
@@ -182,7 +200,7 @@ describe("room registration", () => {
     const ws = res.webSocket as WebSocket;
     ws.accept();
     await until(async () => (await listed(room)) !== null, 5000, "0 -> 1 report");
-    expect(await listed(room)).toEqual({ room, connections: 1 });
+    expect(await listed(room)).toEqual({ room, connections: 1, members: 0 });
 
     // The shard loses the entry (a lost report, a restored backup...).
     await runInDurableObject(shardFor(room), (_instance: Coordinator, state) => {

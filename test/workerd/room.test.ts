@@ -75,8 +75,10 @@ describe("routes", () => {
 describe("Room object", () => {
   it("welcomes a socket, fans out in order and resumes with since", async () => {
     const a = await openSocket("room-obj");
-    await until(() => a.events.length === 1);
+    await until(() => a.events.length >= 2);
     expect(a.events[0]).toMatchObject({ type: "welcome", room: "room-obj", seq: 0 });
+    // Then the room's presence: nobody (this socket has no identity).
+    expect(a.events[1]).toMatchObject({ type: "presence", action: "sync", count: 0, members: [] });
 
     const stub = bindings.ROOMS.get(bindings.ROOMS.idFromName("room-obj"));
     for (let i = 0; i < 5; i++) await stub.publish("room-obj", JSON.stringify({ i }));
@@ -103,7 +105,7 @@ describe("Room object", () => {
       runInDurableObject(stub, (_i, state) => state.storage.sql.exec("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table'").one().n);
     expect(await tables()).toBe(0);
     const s = await openSocket("looked-at");
-    await until(() => s.events.length === 1);
+    await until(() => s.events.length >= 2);
     expect(s.events[0]).toMatchObject({ type: "welcome", epoch: stats.epoch });
     const stored = await runInDurableObject(stub, (_i, state) =>
       state.storage.sql.exec("SELECT value FROM meta WHERE key = 'epoch'").one().value,
@@ -118,7 +120,7 @@ describe("Room object", () => {
       const limits = { ...readLimits({}), FLUSH_DELAY_MS: 10 };
       const history = new History(state.storage, { maxMessages: 1000, maxAgeMs: 60_000 });
       const counters = new RoomCounters(history);
-      const delivery = new Delivery(history, counters, { windowBytes: limits.WINDOW_BYTES, graceMs: 1000, batch: { maxBytes: limits.BATCH_MAX_BYTES, maxEvents: limits.BATCH_MAX_EVENTS } }, { occupancyChanged() {}, roomName: () => "rows-per-flush" });
+      const delivery = new Delivery(history, counters, { windowBytes: limits.WINDOW_BYTES, graceMs: 1000, batch: { maxBytes: limits.BATCH_MAX_BYTES, maxEvents: limits.BATCH_MAX_EVENTS } }, { occupancyChanged() {}, left() {}, released() {}, roomName: () => "rows-per-flush" });
       const publishing = new Publishing(history, delivery, counters, limits, () => {});
       // Eight small messages published together share one flush: one row, 0.125 rows per message.
       await Promise.all(Array.from({ length: 8 }, (_, i) => publishing.publish(String(i))));
@@ -301,6 +303,43 @@ describe("SocketState", () => {
       if (seq % 3 === 0) expect(s.ack(seq, seq * 7)).toBe("released");
     }
     expect(s.inFlight).toBe(10);
+  });
+
+  it("counts presence in the window beside messages, without ever holding messages up", () => {
+    const s = new SocketState(attachment, 0);
+    s.presenceSent(700, 11);
+    expect(s.hasPresenceRoom(1000)).toBe(true);
+    s.sent(frame(1, 600));
+    // Messages look at their own bytes; presence at both.
+    expect(s.hasRoom(1000)).toBe(true);
+    expect(s.hasPresenceRoom(1000)).toBe(false);
+    expect(s.hasPresenceRoom(0)).toBe(true);
+  });
+
+  it("releases presence by its tag at the seq read when it arrived, or by an ack of a later message", () => {
+    const s = new SocketState(attachment, 0);
+    s.presenceSent(100, 11); // read before any message: acked as seq 0
+    s.sent(frame(2, 400));
+    s.presenceSent(100, 12); // arrived after message 2
+    s.presenceSent(100, 13);
+    expect(s.ack(0, 99)).toBe("stale"); // a tag it was never sent at that seq
+    // Acking message 2 covers the event before it, not those after it.
+    expect(s.ack(2, 14)).toBe("released");
+    expect(s.inFlight).toBe(0);
+    expect(s.presenceInFlight).toBe(200);
+    // The last event's tag, at the seq read: releases it and the one before.
+    expect(s.ack(2, 13)).toBe("released");
+    expect(s.presenceInFlight).toBe(0);
+    expect(s.ack(2, 12)).toBe("stale");
+    // A presence ack also releases the messages it came after.
+    s.sent(frame(3, 400));
+    s.presenceSent(100, 21);
+    expect(s.ack(3, 21)).toBe("released");
+    expect(s.inFlight).toBe(0);
+    expect(s.presenceInFlight).toBe(0);
+    // And cannot claim a seq never sent.
+    s.presenceSent(100, 31);
+    expect(s.ack(4, 31)).toBe("forged");
   });
 
   it("rate-limits client frames with a token bucket", () => {

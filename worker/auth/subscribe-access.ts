@@ -1,13 +1,12 @@
 import type { Context, MiddlewareHandler } from "hono";
-import { CAN_PUBLISH_HEADER, TOKEN_EXPIRES_HEADER } from "../../durable-objects/room/room";
+import { CAN_PUBLISH_HEADER, EDGE_HEADERS, TOKEN_EXPIRES_HEADER } from "../../durable-objects/room/room";
+import { jsonError } from "../errors";
+import { memberVerdict } from "./member-identity";
 import { originAllowed } from "./origins";
 import { refuseUpgrade } from "./refusal";
 import { accessSettings } from "../settings";
 import { FANOUT_SUBPROTOCOL, parseSubprotocolOffer } from "./subprotocol";
-import { tokenAllowsRoom, verifyToken } from "./tokens";
-
-/** Headers only the edge may set: a client sending its own would grant itself rights. */
-const EDGE_HEADERS = [CAN_PUBLISH_HEADER, TOKEN_EXPIRES_HEADER] as const;
+import { tokenAllowsRoom, verifyToken, type SubscribeClaims } from "./tokens";
 
 /** Swaps the request the route handler forwards to the room for one with the edge's verdict. */
 function forwardWith(c: Context, set: Record<string, string>): void {
@@ -44,7 +43,8 @@ function selectSubprotocol(c: Context): void {
  * with the close code, so browsers see why; `X-Refusal: http` asks for the
  * HTTP status instead (refusal.ts).
  * The verdict reaches the room in edge-only headers: whether the socket may
- * publish, and when its token expires (the room closes it with 4001 then).
+ * publish, when its token expires (the room closes it with 4001 then), and
+ * who it is in the room's presence (member-identity.ts; a bad `?info=` is 400).
  * With no TOKEN_SECRET the socket is open and may publish.
  */
 export function subscribeAccess(): MiddlewareHandler {
@@ -60,7 +60,8 @@ export function subscribeAccess(): MiddlewareHandler {
       return refuseUpgrade(c, "bad_subprotocol", `offer the ${FANOUT_SUBPROTOCOL} subprotocol (a token goes alongside it as token.<jwt>)`, { room });
     }
 
-    const verdict: Record<string, string> = {};
+    let verdict: Record<string, string> = {};
+    let claims: SubscribeClaims | null = null;
     if (settings.tokenSecret !== null) {
       const token = c.req.query("token") ?? offer.token;
       if (token === null || token === "") {
@@ -74,7 +75,11 @@ export function subscribeAccess(): MiddlewareHandler {
       verdict[CAN_PUBLISH_HEADER] = check.claims.pub === true ? "true" : "false";
       // Past the largest safe integer the room would ignore it; such a token never expires in practice anyway.
       verdict[TOKEN_EXPIRES_HEADER] = String(Math.min(Math.floor(check.claims.exp * 1000), Number.MAX_SAFE_INTEGER));
+      claims = check.claims;
     }
+    const member = memberVerdict(claims, new URL(c.req.url).searchParams);
+    if (!member.ok) return jsonError(c, 400, "bad_request", member.message);
+    verdict = { ...verdict, ...member.headers };
     forwardWith(c, verdict);
 
     await next();

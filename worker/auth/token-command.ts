@@ -2,12 +2,13 @@ import { DEFAULT_TOKEN_TTL_SECONDS, mintToken, type TokenRequest } from "./token
 
 export const TOKEN_CLI_USAGE = `Mints a subscribe token signed with TOKEN_SECRET (from the environment, else .dev.vars).
 
-Usage: npm run -s token -- --room NAME [--prefix P] [--ttl SECONDS] [--sub ID] [--publish]
+Usage: npm run -s token -- --room NAME [--prefix P] [--ttl SECONDS] [--sub ID] [--info JSON] [--publish]
 
   --room NAME     exact room the token opens
   --prefix P      every room whose name starts with P (with or instead of --room)
   --ttl SECONDS   lifetime, default ${DEFAULT_TOKEN_TTL_SECONDS}
-  --sub ID        subject (who the token is for), logged with refusals
+  --sub ID        subject: the holder's member id in presence, logged with refusals
+  --info JSON     member data shown in presence, a JSON object of at most 1 KiB
   --publish       the holder may publish over the socket
   --dev-vars PATH read TOKEN_SECRET from PATH instead of .dev.vars (--no-dev-vars: from none)
 
@@ -48,6 +49,17 @@ export function parseTokenArgs(argv: readonly string[]): { ok: true; request: To
         const ttl = Number(v);
         if (v === null || !Number.isSafeInteger(ttl) || ttl <= 0) return { ok: false, error: "--ttl needs a positive whole number of seconds" };
         request.ttlSeconds = ttl;
+        i += 1;
+        break;
+      }
+      case "--info": {
+        const v = needValue();
+        if (v === null) return { ok: false, error: "--info needs a JSON object" };
+        try {
+          request.info = JSON.parse(v) as Record<string, unknown>;
+        } catch {
+          return { ok: false, error: "--info is not JSON" };
+        }
         i += 1;
         break;
       }

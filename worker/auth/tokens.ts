@@ -1,6 +1,7 @@
 import { sign, verify } from "hono/jwt";
 import { JwtTokenExpired, JwtTokenNotBefore } from "hono/utils/jwt/types";
 import { isValidRoomName } from "../../client-sdk/src/protocol";
+import { checkMemberInfo } from "../../durable-objects/room/member";
 
 /**
  * Claims of a subscribe token (an HS256 JWT signed with TOKEN_SECRET).
@@ -17,8 +18,18 @@ export interface SubscribeClaims {
   exp: number;
   /** Issue time, seconds since the epoch (JWT `iat`). */
   iat?: number;
-  /** Who the token was issued to (JWT `sub`); logged with refusals, never interpreted. */
+  /**
+   * Who the token was issued to (JWT `sub`): the socket's member id in the
+   * room's presence (several sockets with one `sub` are one member), and
+   * logged with refusals.
+   */
   sub?: string;
+  /**
+   * Member data shown with the member in presence (a name, an avatar URL):
+   * a JSON object of at most 1 KiB as JSON text. Signed with the token, so
+   * other members can trust it. Ignored without `sub`.
+   */
+  info?: Record<string, unknown>;
   /** True when the holder may publish over the socket; absent or false = listen only. */
   pub?: boolean;
 }
@@ -60,6 +71,10 @@ function claimsProblem(payload: Record<string, unknown>): string | null {
     return "the sub claim must be a string of at most 256 characters";
   }
   if (pub !== undefined && typeof pub !== "boolean") return "the pub claim must be true or false";
+  if (payload.info !== undefined) {
+    const info = checkMemberInfo(payload.info, "the info claim");
+    if (!info.ok) return info.message;
+  }
   return null;
 }
 
@@ -70,6 +85,7 @@ function pickClaims(payload: Record<string, unknown>): SubscribeClaims {
   if (typeof payload.iat === "number") claims.iat = payload.iat;
   if (typeof payload.sub === "string") claims.sub = payload.sub;
   if (typeof payload.pub === "boolean") claims.pub = payload.pub;
+  if (payload.info !== undefined) claims.info = payload.info as Record<string, unknown>;
   return claims;
 }
 

@@ -1,0 +1,253 @@
+import type { PresenceEvent, PresenceMember } from "../../client-sdk/src/protocol";
+import { logEvent } from "../../worker/log";
+import { utf8Length } from "../../worker/utf8";
+import { TagSource } from "./message";
+import type { SocketState } from "./socket-state";
+
+export interface PresenceOptions {
+  /** PRESENCE_LEAVE_DELAY_MS: a member is announced as leaving only after this long without a socket. */
+  leaveDelayMs: number;
+  /** PRESENCE_MAX_MEMBERS: above this, sockets get counts instead of join and leave events. */
+  maxMembers: number;
+  /** PRESENCE_COUNT_INTERVAL_MS: counts are sent at most this often. */
+  countIntervalMs: number;
+}
+
+export interface PresenceSink {
+  /** Every socket of the room. */
+  sockets(): Iterable<[WebSocket, SocketState]>;
+  /** Sends a presence event to one socket, when its window has room for it; false when it had none (or the send failed). */
+  send(ws: WebSocket, state: SocketState, text: string, bytes: number, tag: number): boolean;
+  /** `events` presence events went out (for the room's counters). */
+  counted(events: number): void;
+  roomName(): string | null;
+}
+
+interface Member {
+  info: string | undefined;
+  verified: boolean;
+  connections: number;
+  /** When the member's last socket left (it is announced as leaving after the delay), or null while it has one. */
+  leftAt: number | null;
+}
+
+/** One page of `GET /rooms/{room}/presence`. */
+export interface PresencePage {
+  count: number;
+  connections: number;
+  members: PresenceMember[];
+  cursor: string | null;
+}
+
+/**
+ * Who is in the room: members, not sockets. A socket admitted with an
+ * identity (a token's `sub`, or a name it chose in open mode) is that
+ * member; several sockets of one member are one member with a connection
+ * count. Everything here is rebuilt from the sockets' attachments when the
+ * room wakes, so it is right after hibernation, and starts empty after a
+ * restart (the sockets are gone; they come back as clients reconnect).
+ *
+ * Presence events are not room messages: no seq, no history. They carry a
+ * tag, are acknowledged like messages and go through each socket's window
+ * (SocketState.hasPresenceRoom): a socket that cannot take an event is marked
+ * stale and, once an ack makes room, gets one fresh `sync` instead of every
+ * event it missed, so the room never holds a presence backlog. Join and leave traffic grows with the square of the room's size,
+ * so above PRESENCE_MAX_MEMBERS sockets get only the count, at most once per
+ * PRESENCE_COUNT_INTERVAL_MS.
+ */
+export class Presence {
+  readonly #options: PresenceOptions;
+  readonly #sink: PresenceSink;
+  readonly #members = new Map<string, Member>();
+  readonly #tags = new TagSource();
+  #leaveTimer: ReturnType<typeof setTimeout> | null = null;
+  #countTimer: ReturnType<typeof setTimeout> | null = null;
+  #countSentAt = 0;
+  #countSent = -1;
+
+  constructor(options: PresenceOptions, sink: PresenceSink) {
+    this.#options = options;
+    this.#sink = sink;
+  }
+
+  /** Members in the room (a member in its leave delay still counts: it has not left yet). */
+  get count(): number {
+    return this.#members.size;
+  }
+
+  /** A socket that was already in the room when it woke: it counts, nobody is told. */
+  restore(state: SocketState): void {
+    const identity = state.attachment.member;
+    if (!identity) return;
+    const member = this.#members.get(identity.id);
+    if (member) member.connections += 1;
+    else this.#members.set(identity.id, { info: identity.info, verified: identity.verified, connections: 1, leftAt: null });
+  }
+
+  /** A socket joined: it gets the picture; the others hear of a new member. */
+  join(ws: WebSocket, state: SocketState): void {
+    const identity = state.attachment.member;
+    if (identity) {
+      const member = this.#members.get(identity.id);
+      if (member) {
+        // Another tab, or back within the leave delay: no event either way.
+        member.connections += 1;
+        member.leftAt = null;
+      } else {
+        this.#members.set(identity.id, { info: identity.info, verified: identity.verified, connections: 1, leftAt: null });
+        this.#announceJoin(identity.id, ws);
+      }
+    }
+    this.snapshot(ws, state);
+  }
+
+  /** A socket left (closed by either side, reaped, or failed). */
+  leave(state: SocketState, now: number): void {
+    const identity = state.attachment.member;
+    if (!identity) return;
+    const member = this.#members.get(identity.id);
+    if (!member) return;
+    member.connections = Math.max(0, member.connections - 1);
+    if (member.connections > 0) return;
+    member.leftAt = now;
+    this.#armLeaveTimer(this.#options.leaveDelayMs);
+  }
+
+  /** Sends one socket the whole picture (members, or only the count above the cap). */
+  snapshot(ws: WebSocket, state: SocketState): void {
+    const tag = this.#tags.next();
+    const event: PresenceEvent =
+      this.count <= this.#options.maxMembers
+        ? { type: "presence", action: "sync", count: this.count, members: this.#list(), tag }
+        : { type: "presence", action: "sync", count: this.count, tag };
+    const text = JSON.stringify(event);
+    if (this.#sink.send(ws, state, text, utf8Length(text), tag)) {
+      state.presenceStale = false;
+      this.#sink.counted(1);
+    } else {
+      state.presenceStale = true;
+    }
+  }
+
+  /** A socket has room again (an ack released frames): if it missed presence events, it gets a fresh picture. */
+  refresh(ws: WebSocket, state: SocketState): void {
+    if (state.presenceStale) this.snapshot(ws, state);
+  }
+
+  /** Members in id order after `cursor`, at most `limit`. */
+  page(limit: number, cursor: string | null, connections: number): PresencePage {
+    const ids = [...this.#members.keys()].sort();
+    const start = cursor === null ? 0 : ids.findIndex((id) => id > cursor);
+    const chosen = start < 0 ? [] : ids.slice(start, start + limit);
+    const members = chosen.map((id) => this.#describe(id, this.#members.get(id) as Member));
+    const last = chosen[chosen.length - 1];
+    return { count: this.count, connections, members, cursor: last !== undefined && start + limit < ids.length ? last : null };
+  }
+
+  // -------------------------------------------------------------------------
+
+  #list(): PresenceMember[] {
+    return [...this.#members].map(([id, member]) => this.#describe(id, member));
+  }
+
+  #describe(id: string, member: Member): PresenceMember {
+    const described: PresenceMember = { id, connections: member.connections, verified: member.verified };
+    if (member.info !== undefined) described.info = JSON.parse(member.info) as unknown;
+    return described;
+  }
+
+  #announceJoin(id: string, joining: WebSocket): void {
+    const count = this.count;
+    const max = this.#options.maxMembers;
+    if (count <= max) {
+      const tag = this.#tags.next();
+      const event: PresenceEvent = { type: "presence", action: "join", count, member: this.#describe(id, this.#members.get(id) as Member), tag };
+      this.#broadcast(JSON.stringify(event), tag, joining);
+    } else if (count === max + 1) {
+      // Past the cap: everyone switches to counts, starting from a picture that has only the count.
+      this.#resync(joining);
+    } else {
+      this.#scheduleCount();
+    }
+  }
+
+  #announceLeave(id: string): void {
+    const count = this.count;
+    const max = this.#options.maxMembers;
+    if (count < max) {
+      const tag = this.#tags.next();
+      const event: PresenceEvent = { type: "presence", action: "leave", count, member: { id }, tag };
+      this.#broadcast(JSON.stringify(event), tag, null);
+    } else if (count === max) {
+      // Back under the cap: everyone gets the members again.
+      this.#resync(null);
+    } else {
+      this.#scheduleCount();
+    }
+  }
+
+  #resync(except: WebSocket | null): void {
+    this.#countSent = this.count;
+    for (const [ws, state] of this.#sink.sockets()) if (ws !== except) this.snapshot(ws, state);
+  }
+
+  #broadcast(text: string, tag: number, except: WebSocket | null): void {
+    const bytes = utf8Length(text);
+    let sent = 0;
+    for (const [ws, state] of this.#sink.sockets()) {
+      if (ws === except) continue;
+      // A socket that already missed events waits for its fresh picture rather than getting later ones.
+      if (state.presenceStale) continue;
+      if (this.#sink.send(ws, state, text, bytes, tag)) sent += 1;
+      else state.presenceStale = true;
+    }
+    this.#sink.counted(sent);
+  }
+
+  /** Above the cap: the count, at most once per interval, and only when it changed. */
+  #scheduleCount(): void {
+    if (this.#countTimer !== null) return;
+    const wait = Math.max(0, this.#countSentAt + this.#options.countIntervalMs - Date.now());
+    this.#countTimer = setTimeout(() => {
+      this.#countTimer = null;
+      try {
+        if (this.count <= this.#options.maxMembers || this.count === this.#countSent) return;
+        this.#countSent = this.count;
+        this.#countSentAt = Date.now();
+        const tag = this.#tags.next();
+        const event: PresenceEvent = { type: "presence", action: "count", count: this.count, tag };
+        this.#broadcast(JSON.stringify(event), tag, null);
+      } catch (error) {
+        logEvent("error", { room: this.#sink.roomName(), where: "presence_count", error: String(error) });
+      }
+    }, wait);
+  }
+
+  #armLeaveTimer(delay: number): void {
+    if (this.#leaveTimer !== null) return;
+    this.#leaveTimer = setTimeout(() => {
+      this.#leaveTimer = null;
+      try {
+        this.#expireLeaves(Date.now());
+      } catch (error) {
+        logEvent("error", { room: this.#sink.roomName(), where: "presence_leave", error: String(error) });
+      }
+    }, delay);
+  }
+
+  /** Members whose last socket left more than the delay ago are gone: announced, one by one. */
+  #expireLeaves(now: number): void {
+    let next = Number.POSITIVE_INFINITY;
+    for (const [id, member] of this.#members) {
+      if (member.leftAt === null) continue;
+      const due = member.leftAt + this.#options.leaveDelayMs;
+      if (due > now) {
+        next = Math.min(next, due);
+        continue;
+      }
+      this.#members.delete(id);
+      this.#announceLeave(id);
+    }
+    if (next !== Number.POSITIVE_INFINITY) this.#armLeaveTimer(next - now);
+  }
+}
