@@ -5,13 +5,15 @@ import {
   RoomErrorEvent,
   RoomLostEvent,
   RoomMessageEvent,
+  RoomPresenceEvent,
   RoomStateEvent,
   type ConnectionState,
   type RoomClientEventMap,
 } from "./events.js";
 import { Outbox } from "./outbox.js";
 import { CloseCode, PING_INTERVAL_SECONDS, parseServerFrame, type MessageEvent as WireMessage, type ServerEvent } from "./protocol.js";
-import { OrderedStream } from "./stream.js";
+import { PresenceView, type RoomPresence } from "./presence.js";
+import { OrderedStream, type Ackable } from "./stream.js";
 import type { WebSocketConstructor } from "./transport.js";
 import { RoomEventTarget } from "./typed-target.js";
 import { roomSocketUrl, type RoomAddress } from "./url.js";
@@ -55,20 +57,23 @@ export const DEFAULT_ACK_DELAY_MS = 1000;
  * control and detects dead connections. The room sends each message once and
  * in order, so the client delivers what it receives and keeps its position.
  *
- * Events: `message` (RoomMessageEvent), `state` (RoomStateEvent), `lost`
- * (RoomLostEvent) and `error` (RoomErrorEvent).
+ * Events: `message` (RoomMessageEvent), `presence` (RoomPresenceEvent),
+ * `state` (RoomStateEvent), `lost` (RoomLostEvent) and `error`
+ * (RoomErrorEvent). `T` is the type of message data, `I` that of member data.
  *
  * @example
  * const room = new RoomClient({ host: "example.com", room: "lobby" });
  * room.addEventListener("message", (e) => console.log(e.seq, e.data));
+ * room.addEventListener("presence", () => render([...(room.presence.members?.values() ?? [])]));
  */
-export class RoomClient<T = unknown> extends RoomEventTarget<RoomClientEventMap<T>> {
+export class RoomClient<T = unknown, I = unknown> extends RoomEventTarget<RoomClientEventMap<T, I>> {
   /** The room's WebSocket URL, without the resume position (and without a token function's token). */
   readonly url: string;
 
   #connection: Connection;
   #stream: OrderedStream;
   #outbox: Outbox;
+  readonly #presence = new PresenceView<I>();
   /** Set by `close()`: the application ended the client, not the room. */
   #closing = false;
 
@@ -131,6 +136,15 @@ export class RoomClient<T = unknown> extends RoomEventTarget<RoomClientEventMap<
   }
 
   /**
+   * Who is in the room, as last heard: its member count, and its members by
+   * id (null above the room's member cap, where the room sends only counts).
+   * Replaced by a fresh picture on every connection.
+   */
+  get presence(): RoomPresence<I> {
+    return this.#presence;
+  }
+
+  /**
    * Publishes `data` into the room over the socket, waiting for a connection
    * if there is none. Resolves with the message's seq. Rejects with a
    * PublishError when the room refuses it, when the client closes, or with
@@ -168,14 +182,16 @@ export class RoomClient<T = unknown> extends RoomEventTarget<RoomClientEventMap<
       return;
     }
     const generation = this.#connection.generation;
-    let last: WireMessage | null = null;
+    let last: Ackable | null = null;
     for (const event of parsed.value) {
+      // Messages and presence count against the window; control events are free. A presence
+      // event is acknowledged with its tag and the seq read when it arrived.
       if (event.type === "message") last = event;
+      else if (event.type === "presence") last = { seq: this.#stream.lastSeq ?? 0, tag: event.tag };
       this.#onEvent(event);
       // A listener may have closed the client, or the socket was abandoned.
       if (this.#connection.generation !== generation) return;
     }
-    // Only message frames count against the window; control events are free.
     if (last) this.#stream.received(last, text);
   }
 
@@ -191,6 +207,11 @@ export class RoomClient<T = unknown> extends RoomEventTarget<RoomClientEventMap<
       case "lost":
         if (this.#stream.lost(event)) this.dispatchEvent(new RoomLostEvent(event.reason, event.from, event.to));
         return;
+      case "presence": {
+        const change = this.#presence.apply(event);
+        this.dispatchEvent(new RoomPresenceEvent<I>(change.action, change.member, this.#presence));
+        return;
+      }
       case "published":
         this.#outbox.settle(event);
         return;

@@ -1,4 +1,5 @@
-import type { ErrorCode } from "./protocol.js";
+import type { RoomMember, RoomPresence } from "./presence.js";
+import type { ErrorCode, PresenceEvent } from "./protocol.js";
 import { RoomEvent } from "./typed-target.js";
 
 /** Connection lifecycle of a room client. */
@@ -65,9 +66,25 @@ export class RoomErrorEvent extends RoomEvent {
   }
 }
 
+/**
+ * Who is in the room changed: `sync` (a fresh picture, on every connection),
+ * `join` and `leave` (one member, in `member`), `count` (above the room's
+ * member cap, only the count). `presence` is the picture after the change.
+ */
+export class RoomPresenceEvent<I = unknown> extends RoomEvent {
+  constructor(
+    readonly action: PresenceEvent["action"],
+    readonly member: RoomMember<I> | undefined,
+    readonly presence: RoomPresence<I>,
+  ) {
+    super("presence");
+  }
+}
+
 /** Events a `RoomClient` dispatches, by type. */
-export interface RoomClientEventMap<T> {
+export interface RoomClientEventMap<T, I = unknown> {
   message: RoomMessageEvent<T>;
+  presence: RoomPresenceEvent<I>;
   state: RoomStateEvent;
   lost: RoomLostEvent;
   error: RoomErrorEvent;

@@ -9,10 +9,12 @@ export {
   RoomErrorEvent,
   RoomLostEvent,
   RoomMessageEvent,
+  RoomPresenceEvent,
   RoomStateEvent,
   type ConnectionState,
   type RoomClientEventMap,
 } from "./events.js";
+export type { RoomMember, RoomPresence } from "./presence.js";
 export type { RoomEventBase, RoomListener, RoomListenerOptions, TypedEventTarget } from "./typed-target.js";
 export { backoffDelay, backoffCeiling, DEFAULT_BACKOFF, type BackoffOptions } from "./backoff.js";
 export { roomSocketUrl, type RoomAddress, type TokenSource } from "./url.js";

@@ -11,6 +11,7 @@ import {
   type ConnectionState,
   type RoomClientOptions,
   type RoomLostEvent,
+  type RoomMember,
   type RoomMessageEvent,
   type RoomStateEvent,
 } from "./index.js";
@@ -34,7 +35,7 @@ export interface UseRoomOptions<T> extends RoomClientOptions {
   onLost?: (event: RoomLostEvent) => void;
 }
 
-export interface UseRoomResult<T> {
+export interface UseRoomResult<T, I = unknown> {
   /** Connection state: connecting | open | reconnecting | closed. */
   state: ConnectionState;
   /** Close code of the connection that ended last, e.g. 4001 when the token was refused. */
@@ -44,38 +45,42 @@ export interface UseRoomResult<T> {
   /** Publishes over the socket; resolves with the seq (see RoomClient.publish). Stable across renders. */
   publish: (data: T) => Promise<number>;
   /**
-   * Who is in the room. Always undefined for now: the slot is here so that
-   * components can be written against it before the client tracks presence.
+   * Who is in the room: its member count, and its members (empty above the
+   * room's member cap, where the room sends only the count). Re-rendered on
+   * every presence event.
    */
-  presence: undefined;
+  presence: { count: number; members: ReadonlyArray<RoomMember<I>> };
   /** The client, for what the hook does not cover; null before the first effect and when disabled. */
-  client: RoomClient<T> | null;
+  client: RoomClient<T, I> | null;
 }
 
 /** The client a component holds, and the connection it was opened for. */
-interface Held<T> {
-  client: RoomClient<T>;
+interface Held<T, I> {
+  client: RoomClient<T, I>;
   key: string;
   /** A close waiting to see whether the component comes straight back (strict mode). */
   release: ReturnType<typeof setTimeout> | undefined;
 }
 
 /** What the hook reads from the client after each watched event. */
-type Snapshot = Pick<UseRoomResult<unknown>, "state" | "presence">;
+type Snapshot<I> = Pick<UseRoomResult<unknown, I>, "state" | "presence">;
 
-/**
- * Events after which the hook re-reads the client with `read`. A new kind of
- * room state (presence) is one entry here and one field in `read`.
- */
-const WATCHED = ["state"] as const;
+/** Events after which the hook re-reads the client with `read`. */
+const WATCHED = ["state", "presence"] as const;
 
-function read(client: RoomClient<unknown> | null, enabled: boolean): Snapshot {
-  return { state: client?.state ?? (enabled ? "connecting" : "closed"), presence: undefined };
+const NOBODY: Snapshot<never>["presence"] = { count: 0, members: [] };
+
+function read<I>(client: RoomClient<unknown, I> | null, enabled: boolean): Snapshot<I> {
+  const state = client?.state ?? (enabled ? "connecting" : "closed");
+  if (!client) return { state, presence: NOBODY };
+  const { count, members } = client.presence;
+  return { state, presence: { count, members: members ? [...members.values()] : [] } };
 }
 
 /** What identifies a connection: options outside it apply when it opens, and changing them does not reconnect. */
 function connectionKey(options: RoomClientOptions): string {
-  return JSON.stringify([options.url, options.host, options.room, typeof options.token === "string" ? options.token : null]);
+  const token = typeof options.token === "string" ? options.token : null;
+  return JSON.stringify([options.url, options.host, options.room, token, options.member ?? null, options.info ?? null]);
 }
 
 /**
@@ -90,14 +95,14 @@ function connectionKey(options: RoomClientOptions): string {
  * over the first one's socket: one socket per mounted component.
  *
  * @example
- * const { state, messages, publish } = useRoom<Chat>({ room: "lobby", token: getToken });
+ * const { state, messages, publish, presence } = useRoom<Chat, { name: string }>({ room: "lobby", token: getToken });
  */
-export function useRoom<T = unknown>(options: UseRoomOptions<T>): UseRoomResult<T> {
+export function useRoom<T = unknown, I = unknown>(options: UseRoomOptions<T>): UseRoomResult<T, I> {
   const enabled = options.enabled ?? true;
   const key = enabled ? connectionKey(options) : null;
   const latest = useRef(options);
-  const held = useRef<Held<T> | null>(null);
-  const [snapshot, setSnapshot] = useState<Snapshot>(() => read(null, enabled));
+  const held = useRef<Held<T, I> | null>(null);
+  const [snapshot, setSnapshot] = useState<Snapshot<I>>(() => read<I>(null, enabled));
   const [code, setCode] = useState<number | undefined>(undefined);
   const [messages, setMessages] = useState<ReadonlyArray<RoomMessage<T>>>([]);
 
@@ -107,7 +112,7 @@ export function useRoom<T = unknown>(options: UseRoomOptions<T>): UseRoomResult<
 
   useEffect(() => {
     if (key === null) {
-      setSnapshot(read(null, false));
+      setSnapshot(read<I>(null, false));
       return;
     }
     let mine = held.current;
@@ -116,13 +121,13 @@ export function useRoom<T = unknown>(options: UseRoomOptions<T>): UseRoomResult<
       mine.release = undefined;
     } else {
       mine?.client.close();
-      mine = { client: openClient<T>(latest), key, release: undefined };
+      mine = { client: openClient<T, I>(latest), key, release: undefined };
       held.current = mine;
       setMessages((list) => (list.length === 0 ? list : []));
       setCode(undefined);
     }
     const { client } = mine;
-    const refresh = (): void => setSnapshot(read(client as RoomClient<unknown>, true));
+    const refresh = (): void => setSnapshot(read(client as RoomClient<unknown, I>, true));
     const onState = (event: RoomStateEvent): void => {
       if (event.code !== undefined) setCode(event.code);
     };
@@ -161,7 +166,7 @@ export function useRoom<T = unknown>(options: UseRoomOptions<T>): UseRoomResult<
 }
 
 /** A client for the latest options, asking the latest token function when the option is one. */
-function openClient<T>(latest: { readonly current: UseRoomOptions<T> }): RoomClient<T> {
+function openClient<T, I>(latest: { readonly current: UseRoomOptions<T> }): RoomClient<T, I> {
   const { enabled: _enabled, keep: _keep, onMessage: _onMessage, onLost: _onLost, ...options } = latest.current;
   if (typeof options.token === "function") {
     options.token = () => {
@@ -169,5 +174,5 @@ function openClient<T>(latest: { readonly current: UseRoomOptions<T> }): RoomCli
       return typeof token === "function" ? token() : (token ?? "");
     };
   }
-  return new RoomClient<T>(options);
+  return new RoomClient<T, I>(options);
 }

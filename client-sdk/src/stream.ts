@@ -24,8 +24,9 @@ export type Admission =
  * epoch of the history it belongs to) that every reconnect resumes from, and
  * the acknowledgements that free the room's window for this client.
  *
- * An ack names the last message received, with its tag: proof that it was
- * read, which releases every frame up to it. Acks are billed like any
+ * An ack names the last message received (or presence event, with the seq
+ * read when it arrived), with its tag: proof that it was read, which
+ * releases every frame up to it. Acks are billed like any
  * incoming message, and the room only needs them to free the window, so the
  * stream sends one as soon as half the announced window is unacknowledged
  * and otherwise at most `ackDelayMs` after the first frame not yet

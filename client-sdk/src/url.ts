@@ -22,6 +22,15 @@ export interface RoomAddress {
    * connection attempt.
    */
   token?: TokenSource;
+  /**
+   * Open mode only (a room without tokens): the member this client is in the
+   * room's presence, and its member data. Anyone can choose any name, so the
+   * room marks such members unverified; with tokens the token's `sub` and
+   * `info` decide instead, and these are ignored.
+   */
+  member?: string;
+  /** Member data for `member`: a JSON object of at most 1 KiB as JSON. */
+  info?: Record<string, unknown>;
 }
 
 const HAS_SCHEME = /^[a-z][a-z0-9+.-]*:\/\//i;
@@ -57,6 +66,8 @@ export function roomSocketUrl(address: RoomAddress): string {
     throw new TypeError(`unsupported URL scheme ${url.protocol}`);
   }
   if (typeof address.token === "string" && address.token !== "") url.searchParams.set("token", address.token);
+  if (address.member !== undefined) url.searchParams.set("member", address.member);
+  if (address.info !== undefined) url.searchParams.set("info", JSON.stringify(address.info));
   return url.toString();
 }
 

@@ -134,7 +134,9 @@ describe("demo page with tokens, in headless Chromium", () => {
     // Reopening just before the last 20 is not a visible disconnect.
     expect(await page.$$eval("#messages li.notice", (items) => items.map((li) => li.textContent))).toEqual([]);
     expect(await pageState(page)).toBe("open");
-    expect(await page.getAttribute("#presence", "data-available")).toBe("false");
+    // The room's presence arrived: nobody who is a member (the token has no sub).
+    expect(await page.getAttribute("#presence", "data-available")).toBe("true");
+    expect(await page.$$eval("#members li", (items) => items.length)).toBe(0);
     expect(pageErrors).toEqual([]);
     await page.close();
   });
@@ -170,5 +172,39 @@ describe("demo page with tokens, in headless Chromium", () => {
     );
     expect(bare).toEqual([4001, "the token has expired"]);
     await page.close();
+  });
+
+  it("shows who is in the room: members from their tokens, joins as they come, leaves after the delay", async (ctx) => {
+    ctx.skip(!hasChromium, `no Chromium at ${CHROMIUM}`);
+    const room = uniqueRoom("presence");
+    const tokenFor = (sub: string, name: string) => mintToken(TOKEN_SECRET, { room, sub, info: { name } });
+    const alice = await browser!.newPage();
+    const pageErrors: string[] = [];
+    alice.on("pageerror", (error) => pageErrors.push(error.message));
+    await alice.goto(`${server!.url}/demo?room=${room}&token=${await tokenFor("u-alice", "Alice")}`);
+    await alice.waitForSelector('#members li[data-member="u-alice"]', { timeout: 15_000 });
+    const names = () => alice.$$eval("#members li", (items) => items.map((li) => li.textContent).sort());
+    expect(await names()).toEqual(["Alice"]);
+
+    // Bob opens two tabs: one member, two connections.
+    const bob1 = await browser!.newPage();
+    const bob2 = await browser!.newPage();
+    const bobToken = await tokenFor("u-bob", "Bob");
+    await bob1.goto(`${server!.url}/demo?room=${room}&token=${bobToken}`);
+    await bob2.goto(`${server!.url}/demo?room=${room}&token=${bobToken}`);
+    await alice.waitForSelector('#members li[data-member="u-bob"]', { timeout: 15_000 });
+    expect(await alice.textContent("#member-count")).toBe("2 here");
+    // A tab's picture comes from its sync, which counts the member's sockets at that moment.
+    await bob2.waitForFunction(() => document.querySelector('#members li[data-member="u-bob"]')?.textContent === "Bob (2 tabs)", null, { timeout: 15_000 });
+    const listed = (await (await fetch(`${server!.url}/rooms/${room}/presence`)).json()) as { members: { id: string; connections: number }[] };
+    expect(listed.members.map((m) => [m.id, m.connections])).toEqual([["u-alice", 1], ["u-bob", 2]]);
+
+    // Bob closes both tabs; after the leave delay (3 s) Alice sees him gone.
+    await bob1.close();
+    await bob2.close();
+    await alice.waitForFunction(() => document.querySelector('#members li[data-member="u-bob"]') === null, null, { timeout: 15_000 });
+    expect(await names()).toEqual(["Alice"]);
+    expect(pageErrors).toEqual([]);
+    await alice.close();
   });
 });

@@ -252,7 +252,7 @@ function Room({ url }) {
   useEffect(() => void (window.effects = (window.effects ?? 0) + 1), []);
   return h("div", null,
     h("p", { id: "state" }, state),
-    h("p", { id: "presence" }, presence === undefined ? "presence: not yet" : "presence"),
+    h("p", { id: "presence" }, "presence: " + presence.count + " " + presence.members.map((m) => m.id).join(",")),
     h("ul", { id: "messages" }, messages.map((m) => h("li", { key: m.seq }, m.seq + ":" + m.data))),
     h("button", { id: "publish", onClick: () => publish("from react").then((seq) => (window.published = seq)) }, "publish"));
 }
@@ -279,7 +279,7 @@ createRoot(document.getElementById("root")).render(h(StrictMode, null, h(App, { 
     await files!.close();
     files = await serveFiles(app, {
       "/react.html": `<!doctype html><div id="root"></div>
-<script>window.ROOM_URL = ${JSON.stringify(`${proxy!.wsUrl}/rooms/${room}/ws`)};</script>
+<script>window.ROOM_URL = ${JSON.stringify(`${proxy!.wsUrl}/rooms/${room}/ws?member=react`)};</script>
 <script type="module" src="/page.bundle.js"></script>`,
     });
     const acceptedBefore = proxy!.accepted;
@@ -293,7 +293,8 @@ createRoot(document.getElementById("root")).render(h(StrictMode, null, h(App, { 
     expect(proxy!.accepted - acceptedBefore).toBe(1);
     const stats = async () => (await (await fetch(`${server.url}/rooms/${room}`)).json()) as { connections: number };
     expect((await stats()).connections).toBe(1);
-    expect(await page.textContent("#presence")).toBe("presence: not yet");
+    // The hook re-renders with the room's presence: this component's socket is its one member.
+    await page.waitForSelector("#presence:text('presence: 1 react')", { timeout: 10_000 });
 
     await publish(server.url, room, "from http");
     await page.click("#publish");
