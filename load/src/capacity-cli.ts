@@ -6,6 +6,7 @@
 import { readFileSync } from "node:fs";
 import { totalmem } from "node:os";
 import { parseArgs } from "node:util";
+import { DEFAULT_ACK_DELAY_MS } from "../../client-sdk/src/client";
 import { PING_INTERVAL_SECONDS } from "../../client-sdk/src/protocol";
 import { DEFAULTS } from "../../worker/settings";
 import { cloudflareMonthlyCost, type CostAssumptions } from "./capacity/cloudflare-cost";
@@ -56,7 +57,7 @@ Self-hosted host (default: this machine):
 Cloudflare assumptions:
   --session-minutes M    average connection life (default 60)
   --no-ping-billing      do not count the text heartbeat as a billed incoming message
-  --ack-delay-ms D       clients ack at most D ms after a frame (default 100, the SDK's; the raw client uses 50)
+  --ack-delay-ms D       clients ack at most D ms after a frame (default 1000, the SDK's ackDelayMs; the raw client uses 50)
   --ack-kib K            ... and at once when K KiB are unacknowledged (default: half the window)
 
 Fixed-price server to compare with:
@@ -174,7 +175,7 @@ function main(): number {
     pingIntervalSeconds: PING_INTERVAL_SECONDS,
     historyMessages: DEFAULTS.HISTORY_MAX_MESSAGES,
     ack: {
-      delaySeconds: num(values["ack-delay-ms"], "ack-delay-ms", 100) / 1000,
+      delaySeconds: num(values["ack-delay-ms"], "ack-delay-ms", DEFAULT_ACK_DELAY_MS) / 1000,
       windowBytes: values["ack-kib"] !== undefined ? num(values["ack-kib"], "ack-kib", 512) * 1024 * 2 : DEFAULTS.WINDOW_BYTES,
     },
   };
