@@ -88,6 +88,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
       {
         roomName,
         sockets: () => this.#delivery.entries(),
+        socketCount: () => this.#delivery.size,
         send: (ws, state, text, bytes, tag) => this.#delivery.sendPresence(ws, state, text, bytes, tag),
         counted: (events) => {
           if (events === 0) return;
