@@ -27,11 +27,11 @@
 // It prints one JSON object on stdout. Bounded: gives up after --max-seconds (300).
 
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import WebSocket from "ws";
+import { cpuMs, rssMb, startLocalServer, stopLocalServer } from "./local-server.mjs";
 
 const [scenario, ...rest] = process.argv.slice(2);
 const args = Object.fromEntries(rest.reduce((pairs, arg, i, all) => (arg.startsWith("--") ? [...pairs, [arg.slice(2), all[i + 1]]] : pairs), []));
@@ -39,7 +39,6 @@ const here = fileURLToPath(new URL("../../", import.meta.url));
 const DIR = resolve(args.dir ?? here);
 const PORT = Number(args.port ?? 18401);
 const MAX_SECONDS = Number(args["max-seconds"] ?? 300);
-const CLK_TCK = 100;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const started = [];
 const hardStop = setTimeout(() => {
@@ -58,25 +57,9 @@ async function startServer(vars = {}) {
     started.push(server);
     return server;
   }
-  const dataDir = mkdtempSync(join(tmpdir(), "cursor-bench-"));
-  const script = join(DIR, "worker/local/server.mjs");
-  const varArgs = Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}=${v}`]);
   // A developer's .dev.vars must not change what is measured; ACCEPT_GATE in the environment picks the gate.
-  const child = spawn(process.execPath, [script, "--no-build", "--no-dev-vars", ...varArgs], {
-    env: { ...process.env, PORT: String(PORT), DATA_DIR: dataDir },
-    stdio: ["ignore", "pipe", "pipe"],
-    cwd: DIR,
-  });
-  let output = "";
-  const keep = (d) => (output = (output + d).slice(-20_000));
-  child.stdout.on("data", keep);
-  child.stderr.on("data", keep);
-  const deadline = Date.now() + 30_000;
-  while (!/listening on/.test(output) || !/workerd pid (\d+)/.test(output)) {
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`server did not start:\n${output}`);
-    await sleep(100);
-  }
-  const server = { child, dataDir, pid: Number(/workerd pid (\d+)/.exec(output)[1]), url: `http://127.0.0.1:${PORT}`, output: () => output };
+  const server = await startLocalServer({ port: PORT, vars, dir: DIR, gate: "auto", label: "cursor-bench" });
+  server.local = true;
   started.push(server);
   return server;
 }
@@ -104,6 +87,7 @@ async function startBaseline() {
 
 async function stopServer(server) {
   started.splice(started.indexOf(server), 1);
+  if (server.local) return stopLocalServer(server);
   if (server.child === null) return;
   if (server.child.exitCode === null) {
     const exited = new Promise((r) => server.child.once("exit", r));
@@ -111,25 +95,6 @@ async function stopServer(server) {
     await Promise.race([exited, sleep(10_000)]);
     if (server.child.exitCode === null) server.child.kill("SIGKILL");
   }
-  // The launcher may have left its workerd behind if it was killed.
-  try {
-    process.kill(server.pid, 0);
-    process.kill(server.pid, "SIGKILL");
-  } catch {
-    // gone
-  }
-  if (server.dataDir) rmSync(server.dataDir, { recursive: true, force: true });
-}
-
-function cpuMs(pid) {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLK_TCK;
-}
-
-function rssMb(pid) {
-  const line = readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith("VmRSS:"));
-  return Number(line?.split(/\s+/)[1] ?? 0) / 1024;
 }
 
 /** Samples RSS every 100 ms until stopped; returns the peak. */

@@ -16,22 +16,16 @@
 //
 // Clients follow docs/protocol.md: they ping, and ack the last message or presence event read
 // per half window or 50 ms. Prints one JSON object on stdout. Bounded by --max-seconds (600).
-import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { readFileSync } from "node:fs";
 import WebSocket from "ws";
+import { cpuMs, startLocalServer, stopAllLocalServers, stopLocalServer as stopServer } from "./local-server.mjs";
 
 const [scenario, ...rest] = process.argv.slice(2);
 const args = Object.fromEntries(rest.reduce((pairs, arg, i, all) => (arg.startsWith("--") ? [...pairs, [arg.slice(2), all[i + 1]]] : pairs), []));
-const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const PORT = Number(args.port ?? 18451);
 const MAX_SECONDS = Number(args["max-seconds"] ?? 600);
-const CLK_TCK = 100;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const round = (n, digits = 0) => Math.round(n * 10 ** digits) / 10 ** digits;
-const started = [];
 
 const hardStop = setTimeout(() => {
   console.error(`gave up after ${MAX_SECONDS} s`);
@@ -39,62 +33,13 @@ const hardStop = setTimeout(() => {
 }, MAX_SECONDS * 1000);
 
 async function shutdown(code) {
-  for (const server of [...started]) await stopServer(server);
+  await stopAllLocalServers();
   process.exit(code);
 }
 process.on("SIGINT", () => void shutdown(130));
-process.on("exit", () => {
-  for (const s of started) s.child.kill("SIGKILL");
-});
-
-// ---------------------------------------------------------------------------
-// The server
-// ---------------------------------------------------------------------------
 
 async function startServer(vars) {
-  const dataDir = mkdtempSync(join(tmpdir(), "presence-bench-"));
-  const varArgs = Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}=${v}`]);
-  // A developer's .dev.vars must not change what is measured; the accept gate relays every
-  // connection through the launcher, which would be measured as client CPU: off.
-  const child = spawn(process.execPath, [join(ROOT, "worker/local/server.mjs"), "--no-build", "--no-dev-vars", "--gate", "off", ...varArgs], {
-    env: { ...process.env, PORT: String(PORT), DATA_DIR: dataDir },
-    stdio: ["ignore", "pipe", "pipe"],
-    cwd: ROOT,
-  });
-  let output = "";
-  const keep = (d) => (output = (output + d).slice(-20_000));
-  child.stdout.on("data", keep);
-  child.stderr.on("data", keep);
-  const deadline = Date.now() + 30_000;
-  while (!/listening on/.test(output) || !/workerd pid (\d+)/.test(output)) {
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`server did not start:\n${output}`);
-    await sleep(100);
-  }
-  const server = { child, dataDir, pid: Number(/workerd pid (\d+)/.exec(output)[1]), url: `http://127.0.0.1:${PORT}`, ws: `ws://127.0.0.1:${PORT}` };
-  started.push(server);
-  return server;
-}
-
-async function stopServer(server) {
-  started.splice(started.indexOf(server), 1);
-  if (server.child.exitCode === null) {
-    const exited = new Promise((r) => server.child.once("exit", r));
-    server.child.kill("SIGTERM");
-    await Promise.race([exited, sleep(10_000)]);
-    if (server.child.exitCode === null) server.child.kill("SIGKILL");
-  }
-  try {
-    process.kill(server.pid, "SIGKILL");
-  } catch {
-    // gone with its launcher
-  }
-  rmSync(server.dataDir, { recursive: true, force: true });
-}
-
-function cpuMs(pid) {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLK_TCK;
+  return startLocalServer({ port: PORT, vars, label: "presence-bench" });
 }
 
 async function roomStats(server, room) {
@@ -186,7 +131,7 @@ class Member {
   }
 }
 
-const memberUrl = (server, room, id) => `${server.ws}/rooms/${room}/ws?member=${id}&info=${encodeURIComponent(JSON.stringify({ name: `User ${id}` }))}`;
+const memberUrl = (server, room, id) => `${server.wsUrl}/rooms/${room}/ws?member=${id}&info=${encodeURIComponent(JSON.stringify({ name: `User ${id}` }))}`;
 const idOf = (i) => `u${String(i).padStart(5, "0")}`;
 
 // ---------------------------------------------------------------------------
