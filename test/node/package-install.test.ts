@@ -300,6 +300,8 @@ createRoot(document.getElementById("root")).render(h(StrictMode, null, h(App, { 
     await page.click("#publish");
     await page.waitForFunction(() => document.querySelectorAll("#messages li").length === 2, null, { timeout: 10_000 });
     expect(await page.$$eval("#messages li", (items) => items.map((li) => li.textContent))).toEqual(["1:from http", "2:from react"]);
+    // The publish promise settles on the room's answer, which may come just after the message itself.
+    await page.waitForFunction(() => (window as unknown as { published?: number }).published !== undefined, null, { timeout: 10_000 });
     expect(await page.evaluate(() => (window as unknown as { published: number }).published)).toBe(2);
 
     // Unmounting closes the socket.
