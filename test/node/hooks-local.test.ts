@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { fileURLToPath } from "node:url";
+import WebSocket from "ws";
+import { PublishError, RoomClient, type RoomCustomEvent } from "../../client-sdk/src/index";
 import type { ErrorEvent, PublishedEvent, ServerEvent } from "../../client-sdk/src/protocol";
 import { startServer, type LocalServer } from "../helpers/server";
 import { publish, roomStats, TestSocket } from "../helpers/socket";
@@ -109,5 +111,23 @@ describe("hooks on the local server", () => {
     expect((await publish(base, "http-refusals", "fine")).body).toMatchObject({ seq: 1, recipients: 1 });
     await socket.waitForMessages(1);
     socket.close();
+  });
+
+  it("gives the SDK the room's refusals as PublishErrors, and its own events as custom events", async () => {
+    const client = new RoomClient<unknown>({ url: `${wsBase}/rooms/sdk-hooks/ws?name=sam`, WebSocket });
+    const custom: RoomCustomEvent[] = [];
+    client.addEventListener("custom", (e) => custom.push(e));
+    try {
+      const refused = await client.publish({ op: "refuse", code: "forbidden" }).catch((error: unknown) => error);
+      expect(refused).toBeInstanceOf(PublishError);
+      expect(refused).toMatchObject({ code: "forbidden", message: "refused on purpose" });
+      expect(await client.publish({ op: "transform" })).toBe(1);
+      await client.send({ type: "x-echo", note: "from the SDK" });
+      await expect.poll(() => custom.length, { timeout: 5000 }).toBe(1);
+      expect(custom[0]?.event).toMatchObject({ type: "x-echo", frame: { type: "x-echo", note: "from the SDK" }, data: { name: "sam" } });
+      await expect(client.send({ type: "not-custom" } as unknown as { type: "x-never" })).rejects.toMatchObject({ code: "bad_request" });
+    } finally {
+      client.close();
+    }
   });
 });
