@@ -12,6 +12,16 @@ export default defineConfig({
         test: { name: "workerd", include: ["test/workerd/**/*.test.ts"] },
       },
       {
+        // A worker of its own that mounts the app and binds a Room subclass overriding every hook.
+        plugins: [cloudflareTest({ wrangler: { configPath: "./test/hooks/wrangler.toml" } })],
+        test: { name: "hooks", include: ["test/hooks/**/*.test.ts"] },
+      },
+      {
+        // The example worker, as it imports the package ("edge-fanout": dist/lib, built by `npm run build`).
+        plugins: [cloudflareTest({ wrangler: { configPath: "./examples/chat/wrangler.toml" } })],
+        test: { name: "example", include: ["examples/chat/test/**/*.test.ts"] },
+      },
+      {
         // Real sockets from Node against the local server (worker/local/server.mjs).
         test: {
           name: "node",

@@ -7,12 +7,12 @@ import { utf8Length } from "./utf8";
 import { recordPublish } from "./analytics";
 import { requirePublishKey, subscribeAccess, warnWhenOpen } from "./auth";
 import type { Env } from "./env";
-import { jsonError } from "./errors";
+import { jsonError, refusedPublish } from "./errors";
 import { coordinatorRoutes } from "./coordinator-routes";
 import { localRoutes } from "./local-routes";
 import { metricsRoutes } from "./metrics";
 import { flushServiceCountersSoon } from "./service-counters";
-import { staticRoutes } from "./static";
+import { serveDemo, serveSdk } from "./static";
 import { admitSocket } from "./local-admission";
 import { decodePublishBody } from "./publish-body";
 import { readCoordinatorConfig } from "../durable-objects/coordinator/config";
@@ -20,7 +20,21 @@ import { shardOf, shardStub } from "../durable-objects/coordinator/shards";
 import { bodyLimits, readBody } from "./request-body";
 import { parsePresencePage } from "./presence-query";
 
-type AppEnv = { Bindings: Env; Variables: { limits: Limits; room: string } };
+/** The fan-out app's Hono environment: its bindings, and what its middleware sets for the routes. */
+export type FanoutAppEnv = { Bindings: Env; Variables: { limits: Limits; room: string } };
+
+/** Choices for `createFanoutApp`. */
+export interface FanoutAppOptions {
+  /** Serve the client SDK bundle at `GET /sdk.js` (default true). */
+  sdk?: boolean;
+  /** Serve the demo page at `GET /demo?room=` (default true; it needs `sdk`). */
+  demo?: boolean;
+}
+
+/** Whether a worker's environment has the bindings the app calls (a mounted app may have been forgotten in wrangler.toml). */
+function hasBindings(env: Env | undefined): env is Env {
+  return typeof env?.ROOMS?.idFromName === "function" && typeof env.COORDINATOR?.idFromName === "function";
+}
 
 const limitsCache = new WeakMap<object, Limits>();
 
@@ -33,121 +47,147 @@ function limitsOf(env: Env): Limits {
   return limits;
 }
 
-export const app = new Hono<AppEnv>();
+/**
+ * Makes the service's HTTP front: every route of docs/protocol.md (sockets,
+ * publishing, stats, presence, listing, broadcast, metrics), with access
+ * control (docs/security.md). Mount it where you like in a worker of your
+ * own; its bindings must be there: `ROOMS` (a `Room` class, or your subclass
+ * of it) and `COORDINATOR` (`Coordinator`), with SQLite storage.
+ *
+ * @example
+ * const app = new Hono<{ Bindings: Env }>();
+ * app.get("/", (c) => c.text("my own routes"));
+ * app.route("/realtime", createFanoutApp({ demo: false }));
+ * export default app;
+ * export { Coordinator } from "edge-fanout";
+ * export { ChatRoom } from "./chat-room";
+ */
+export function createFanoutApp(options: FanoutAppOptions = {}): Hono<FanoutAppEnv> {
+  const app = new Hono<FanoutAppEnv>();
 
-app.onError((error, c) => {
-  logEvent("error", { path: c.req.path, error: String(error), stack: error instanceof Error ? error.stack : undefined });
-  return jsonError(c, 500, "internal", "internal error");
-});
+  app.onError((error, c) => {
+    logEvent("error", { path: c.req.path, error: String(error), stack: error instanceof Error ? error.stack : undefined });
+    return jsonError(c, 500, "internal", "internal error");
+  });
 
-app.notFound((c) => jsonError(c, 404, "not_found", `no route for ${c.req.method} ${c.req.path}`));
+  app.notFound((c) => jsonError(c, 404, "not_found", `no route for ${c.req.method} ${c.req.path}`));
 
-app.use("*", async (c, next) => {
-  c.set("limits", limitsOf(c.env));
-  await next();
-  // Hono throws when there is no execution context (the app called directly, as tests do);
-  // then the counts simply wait for a request that has one.
-  let ctx: ExecutionContext | undefined;
-  try {
-    ctx = c.executionCtx;
-  } catch {
-    ctx = undefined;
-  }
-  if (ctx) flushServiceCountersSoon(c.env, ctx);
-});
+  app.use("*", async (c, next) => {
+    if (!hasBindings(c.env)) {
+      logEvent("bad_config", { problem: "missing_bindings", need: "ROOMS (a Room class) and COORDINATOR (Coordinator) Durable Object bindings" });
+      return jsonError(c, 500, "internal", "the service is missing its ROOMS or COORDINATOR binding");
+    }
+    c.set("limits", limitsOf(c.env));
+    await next();
+    // Hono throws when there is no execution context (the app called directly, as tests do);
+    // then the counts simply wait for a request that has one.
+    let ctx: ExecutionContext | undefined;
+    try {
+      ctx = c.executionCtx;
+    } catch {
+      ctx = undefined;
+    }
+    if (ctx) flushServiceCountersSoon(c.env, ctx);
+  });
 
-// Access control runs before the routes it guards (docs/security.md).
-app.use("*", warnWhenOpen());
-app.use("/rooms/:room/publish", requirePublishKey());
-app.use("/broadcast", requirePublishKey());
-// The listing names every live room and the stats tell who is connected where: as private as publishing.
-app.use("/rooms", requirePublishKey());
-app.use("/rooms/:room", requirePublishKey());
-app.use("/rooms/:room/presence", requirePublishKey());
-app.use("/metrics", requirePublishKey());
-app.use("/rooms/:room/ws", subscribeAccess());
+  // Access control runs before the routes it guards (docs/security.md).
+  app.use("*", warnWhenOpen());
+  app.use("/rooms/:room/publish", requirePublishKey());
+  app.use("/broadcast", requirePublishKey());
+  // The listing names every live room and the stats tell who is connected where: as private as publishing.
+  app.use("/rooms", requirePublishKey());
+  app.use("/rooms/:room", requirePublishKey());
+  app.use("/rooms/:room/presence", requirePublishKey());
+  app.use("/metrics", requirePublishKey());
+  app.use("/rooms/:room/ws", subscribeAccess());
 
-app.get("/healthz", (c) => c.json({ ok: true }));
+  app.get("/healthz", (c) => c.json({ ok: true }));
 
-app.route("/__local", localRoutes);
-app.route("/", staticRoutes);
-app.route("/", metricsRoutes);
-app.route("/", coordinatorRoutes);
+  app.route("/__local", localRoutes);
+  if (options.sdk !== false) app.get("/sdk.js", serveSdk);
+  if (options.demo !== false) app.get("/demo", serveDemo);
+  app.route("/", metricsRoutes);
+  app.route("/", coordinatorRoutes);
 
-// Every /rooms/:room route validates the name once, here.
-app.use("/rooms/:room/*", async (c, next) => {
-  const room = c.req.param("room");
-  if (!isValidRoomName(room)) {
-    return jsonError(c, 400, "bad_room", "room names are 1-64 characters: letters, digits and . _ : ~ - (not first)");
-  }
-  c.set("room", room);
-  await next();
-});
+  // Every /rooms/:room route validates the name once, here.
+  app.use("/rooms/:room/*", async (c, next) => {
+    const room = c.req.param("room");
+    if (!isValidRoomName(room)) {
+      return jsonError(c, 400, "bad_room", "room names are 1-64 characters: letters, digits and . _ : ~ - (not first)");
+    }
+    c.set("room", room);
+    await next();
+  });
 
-app.get("/rooms/:room/ws", async (c) => {
-  const room = c.get("room");
-  if (c.req.header("upgrade")?.toLowerCase() !== "websocket") {
-    return jsonError(c, 426, "upgrade_required", "this endpoint takes a WebSocket upgrade", { Upgrade: "websocket" });
-  }
-  const since = c.req.query("since");
-  if (since !== undefined && !/^\d{1,15}$/.test(since)) {
-    return jsonError(c, 400, "bad_request", "since must be a non-negative integer");
-  }
-  const epoch = c.req.query("epoch");
-  if (epoch !== undefined && !/^[A-Za-z0-9-]{1,64}$/.test(epoch)) {
-    return jsonError(c, 400, "bad_request", "epoch must be the epoch string from a welcome event");
-  }
-  const admission = admitSocket(room, c.env.LOCAL_ADMIN_TOKEN !== undefined);
-  if (admission === "draining") {
-    // Accepting now would only hand the client a socket that dies with the process.
-    logEvent("refusal", { room, reason: "shutting_down" });
-    return jsonError(c, 503, "over_capacity", "the server is shutting down; reconnect in a few seconds", { "Retry-After": "2" }, "shutting_down");
-  }
-  if (admission === "over_capacity") {
-    logEvent("refusal", { room, reason: "over_capacity" });
-    return jsonError(c, 503, "over_capacity", "the server is at its connection ceiling; retry later", {
-      "Retry-After": "5",
-    });
-  }
-  const headers = new Headers(c.req.raw.headers);
-  headers.set(ROOM_NAME_HEADER, room);
-  const stub = c.env.ROOMS.get(c.env.ROOMS.idFromName(room));
-  return stub.fetch(new Request(c.req.url, { headers }));
-});
+  app.get("/rooms/:room/ws", async (c) => {
+    const room = c.get("room");
+    if (c.req.header("upgrade")?.toLowerCase() !== "websocket") {
+      return jsonError(c, 426, "upgrade_required", "this endpoint takes a WebSocket upgrade", { Upgrade: "websocket" });
+    }
+    const since = c.req.query("since");
+    if (since !== undefined && !/^\d{1,15}$/.test(since)) {
+      return jsonError(c, 400, "bad_request", "since must be a non-negative integer");
+    }
+    const epoch = c.req.query("epoch");
+    if (epoch !== undefined && !/^[A-Za-z0-9-]{1,64}$/.test(epoch)) {
+      return jsonError(c, 400, "bad_request", "epoch must be the epoch string from a welcome event");
+    }
+    const admission = admitSocket(room, c.env.LOCAL_ADMIN_TOKEN !== undefined);
+    if (admission === "draining") {
+      // Accepting now would only hand the client a socket that dies with the process.
+      logEvent("refusal", { room, reason: "shutting_down" });
+      return jsonError(c, 503, "over_capacity", "the server is shutting down; reconnect in a few seconds", { "Retry-After": "2" }, "shutting_down");
+    }
+    if (admission === "over_capacity") {
+      logEvent("refusal", { room, reason: "over_capacity" });
+      return jsonError(c, 503, "over_capacity", "the server is at its connection ceiling; retry later", {
+        "Retry-After": "5",
+      });
+    }
+    const headers = new Headers(c.req.raw.headers);
+    headers.set(ROOM_NAME_HEADER, room);
+    const stub = c.env.ROOMS.get(c.env.ROOMS.idFromName(room));
+    return stub.fetch(new Request(c.req.url, { headers }));
+  });
 
-app.post("/rooms/:room/publish", async (c) => {
-  const room = c.get("room");
-  const maxBytes = c.get("limits").MAX_MESSAGE_BYTES;
-  const read = await readBody(c.req.raw, bodyLimits(maxBytes));
-  if (!read.ok) return jsonError(c, read.status, read.error, read.message);
-  const body = decodePublishBody(read.bytes, c.req.header("content-type") ?? null, maxBytes);
-  if (!body.ok) return jsonError(c, body.status, body.error, body.message);
-  const stub = c.env.ROOMS.get(c.env.ROOMS.idFromName(room));
-  const result = await stub.publish(room, body.dataJson);
-  recordPublish(c.env, room, result.recipients, utf8Length(body.dataJson));
-  return c.json({ room, seq: result.seq, recipients: result.recipients });
-});
+  app.post("/rooms/:room/publish", async (c) => {
+    const room = c.get("room");
+    const maxBytes = c.get("limits").MAX_MESSAGE_BYTES;
+    const read = await readBody(c.req.raw, bodyLimits(maxBytes));
+    if (!read.ok) return jsonError(c, read.status, read.error, read.message);
+    const body = decodePublishBody(read.bytes, c.req.header("content-type") ?? null, maxBytes);
+    if (!body.ok) return jsonError(c, body.status, body.error, body.message);
+    const stub = c.env.ROOMS.get(c.env.ROOMS.idFromName(room));
+    const result = await stub.publish(room, body.dataJson);
+    // The room counted the refusal; it is answered here without counting it twice.
+    if ("refused" in result) return refusedPublish(c, result.refused);
+    recordPublish(c.env, room, result.recipients, utf8Length(body.dataJson));
+    return c.json({ room, seq: result.seq, recipients: result.recipients });
+  });
 
-app.all("/rooms/:room/publish", (c) => jsonError(c, 405, "method_not_allowed", "publish with POST", { Allow: "POST" }));
-app.all("/rooms/:room/ws", (c) => jsonError(c, 405, "method_not_allowed", "connect with GET and an Upgrade header", { Allow: "GET" }));
+  app.all("/rooms/:room/publish", (c) => jsonError(c, 405, "method_not_allowed", "publish with POST", { Allow: "POST" }));
+  app.all("/rooms/:room/ws", (c) => jsonError(c, 405, "method_not_allowed", "connect with GET and an Upgrade header", { Allow: "GET" }));
 
-app.get("/rooms/:room", async (c) => {
-  const room = c.get("room");
-  // Instantiating a room that never existed would create its database: ask the directory first.
-  const shard = shardStub(c.env.COORDINATOR, shardOf(room, readCoordinatorConfig(c.env).shards));
-  if (!(await shard.known(room))) return jsonError(c, 404, "not_found", "no such room: it holds no history and no sockets");
-  const stub = c.env.ROOMS.get(c.env.ROOMS.idFromName(room));
-  return c.json(await stub.stats());
-});
+  app.get("/rooms/:room", async (c) => {
+    const room = c.get("room");
+    // Instantiating a room that never existed would create its database: ask the directory first.
+    const shard = shardStub(c.env.COORDINATOR, shardOf(room, readCoordinatorConfig(c.env).shards));
+    if (!(await shard.known(room))) return jsonError(c, 404, "not_found", "no such room: it holds no history and no sockets");
+    const stub = c.env.ROOMS.get(c.env.ROOMS.idFromName(room));
+    return c.json(await stub.stats());
+  });
 
-app.get("/rooms/:room/presence", async (c) => {
-  const room = c.get("room");
-  const page = parsePresencePage(c.req.query("limit"), c.req.query("cursor"));
-  if (!page.ok) return jsonError(c, 400, "bad_request", page.message);
-  const shard = shardStub(c.env.COORDINATOR, shardOf(room, readCoordinatorConfig(c.env).shards));
-  if (!(await shard.known(room))) return jsonError(c, 404, "not_found", "no such room: it holds no history and no sockets");
-  const stub = c.env.ROOMS.get(c.env.ROOMS.idFromName(room));
-  return c.json(await stub.presence(page.limit, page.cursor));
-});
+  app.get("/rooms/:room/presence", async (c) => {
+    const room = c.get("room");
+    const page = parsePresencePage(c.req.query("limit"), c.req.query("cursor"));
+    if (!page.ok) return jsonError(c, 400, "bad_request", page.message);
+    const shard = shardStub(c.env.COORDINATOR, shardOf(room, readCoordinatorConfig(c.env).shards));
+    if (!(await shard.known(room))) return jsonError(c, 404, "not_found", "no such room: it holds no history and no sockets");
+    const stub = c.env.ROOMS.get(c.env.ROOMS.idFromName(room));
+    return c.json(await stub.presence(page.limit, page.cursor));
+  });
 
-app.all("/rooms/:room/presence", (c) => jsonError(c, 405, "method_not_allowed", "read presence with GET", { Allow: "GET" }));
+  app.all("/rooms/:room/presence", (c) => jsonError(c, 405, "method_not_allowed", "read presence with GET", { Allow: "GET" }));
+
+  return app;
+}

@@ -52,6 +52,7 @@ coordinatorRoutes.post("/broadcast", async (c) => {
     rooms: result.rooms,
     sockets: result.sockets,
     duplicates: result.duplicates,
+    refused: result.refused,
     failed: result.failedCount,
     failedShards: result.failedShards.length,
     ms: Date.now() - started,

@@ -2,10 +2,20 @@
  * Structured logs: one JSON object per line, so `wrangler tail` and log
  * pipelines can filter by event, room and reason.
  */
-export type LogEventName = "error" | "kick" | "refusal" | "socket_error" | "socket_dropped" | "bad_config" | "broadcast" | "open_mode";
+export type LogEventName =
+  | "error"
+  | "kick"
+  | "refusal"
+  | "socket_error"
+  | "socket_dropped"
+  | "bad_config"
+  | "broadcast"
+  | "open_mode"
+  /** A room's hook threw or answered something it may not (durable-objects/room/hook-runner.ts). */
+  | "hook_error";
 
 export function logEvent(event: LogEventName, fields: Record<string, unknown>): void {
   const line = JSON.stringify({ event, ...fields });
-  if (event === "error" || event === "socket_error") console.error(line);
+  if (event === "error" || event === "socket_error" || event === "hook_error") console.error(line);
   else console.log(line);
 }

@@ -60,6 +60,22 @@ export const MAX_SHARDS = 1024;
 /** Upper bound on PRESENCE_MAX_MEMBERS. */
 export const MAX_PRESENCE_MEMBERS = 1000;
 
+/**
+ * Largest connection data a room's hooks may attach to a socket (onConnect,
+ * connection.setData), bytes of its JSON text. It lives in the socket's
+ * attachment beside the member's identity (at most ~1.8 KB), and the platform
+ * keeps attachments of at most 16 KiB through hibernation.
+ */
+export const MAX_CONNECTION_DATA_BYTES = 4096;
+
+/**
+ * Frames of one socket that may wait for the room's hooks (beforePublish,
+ * onClientFrame run one frame at a time per socket, in arrival order). Past
+ * it, further publishes and custom frames are refused with `rate_limited`
+ * until the hooks catch up: a slow hook must not queue without bound.
+ */
+export const MAX_FRAMES_AWAITING_HOOKS = 64;
+
 /** Vars whose range is narrower than "a non-negative integer". */
 const BOUNDS: Partial<Record<LimitName, readonly [min: number, max: number]>> = {
   COORDINATOR_SHARDS: [1, MAX_SHARDS],

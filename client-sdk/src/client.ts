@@ -2,6 +2,7 @@ import { DEFAULT_BACKOFF, type BackoffOptions } from "./backoff.js";
 import { Connection } from "./connection.js";
 import {
   PublishError,
+  RoomCustomEvent,
   RoomErrorEvent,
   RoomLostEvent,
   RoomMessageEvent,
@@ -11,7 +12,15 @@ import {
   type RoomClientEventMap,
 } from "./events.js";
 import { Outbox } from "./outbox.js";
-import { CloseCode, PING_INTERVAL_SECONDS, parseServerFrame, type MessageEvent as WireMessage, type ServerEvent } from "./protocol.js";
+import {
+  CloseCode,
+  isCustomType,
+  PING_INTERVAL_SECONDS,
+  parseServerFrame,
+  type CustomClientFrame,
+  type MessageEvent as WireMessage,
+  type ServerEvent,
+} from "./protocol.js";
 import { PresenceView, type RoomPresence } from "./presence.js";
 import { OrderedStream, type Ackable } from "./stream.js";
 import type { WebSocketConstructor } from "./transport.js";
@@ -58,8 +67,8 @@ export const DEFAULT_ACK_DELAY_MS = 1000;
  * in order, so the client delivers what it receives and keeps its position.
  *
  * Events: `message` (RoomMessageEvent), `presence` (RoomPresenceEvent),
- * `state` (RoomStateEvent), `lost` (RoomLostEvent) and `error`
- * (RoomErrorEvent). `T` is the type of message data, `I` that of member data.
+ * `state` (RoomStateEvent), `lost` (RoomLostEvent), `error`
+ * (RoomErrorEvent) and `custom` (RoomCustomEvent: the room's own `x-` events). `T` is the type of message data, `I` that of member data.
  *
  * @example
  * const room = new RoomClient({ host: "example.com", room: "lobby" });
@@ -157,6 +166,19 @@ export class RoomClient<T = unknown, I = unknown> extends RoomEventTarget<RoomCl
     return this.#outbox.publish(data);
   }
 
+  /**
+   * Sends a frame of the application's own, `{ type: "x-...", ... }`, to the
+   * room's onClientFrame hook (a room without one closes the socket with
+   * 4000). It waits for a connection and the room's frame budget like a
+   * publish, in order with publishes, and resolves once it was sent; it is
+   * not answered (the room may send `custom` events back) and not re-sent.
+   */
+  send(frame: CustomClientFrame): Promise<void> {
+    if (this.state === "closed") return Promise.reject(new PublishError("closed", "the client is closed"));
+    if (!isCustomType(frame.type)) return Promise.reject(new PublishError("bad_request", 'an application frame\'s type starts with "x-"'));
+    return this.#outbox.sendCustom(frame);
+  }
+
   /** Closes the connection for good; no reconnect follows. */
   close(code: number = CloseCode.NORMAL, reason = ""): void {
     if (this.state === "closed") return;
@@ -218,6 +240,9 @@ export class RoomClient<T = unknown, I = unknown> extends RoomEventTarget<RoomCl
       case "error":
         if (!this.#outbox.settle(event)) this.#emitError(event.code, event.message);
         return;
+      default:
+        // The room's own events; anything else is from a newer protocol and ignored.
+        if (isCustomType(event.type)) this.dispatchEvent(new RoomCustomEvent(event));
     }
   }
 

@@ -1,5 +1,5 @@
 import type { RoomMember, RoomPresence } from "./presence.js";
-import type { ErrorCode, PresenceEvent } from "./protocol.js";
+import type { CustomServerEvent, ErrorCode, PresenceEvent } from "./protocol.js";
 import { RoomEvent } from "./typed-target.js";
 
 /** Connection lifecycle of a room client. */
@@ -81,6 +81,20 @@ export class RoomPresenceEvent<I = unknown> extends RoomEvent {
   }
 }
 
+/**
+ * An event of the room's own application (`{"type":"x-...", ...}`), sent to
+ * this socket by the room's server code (a hook: docs/hooks.md). Not a
+ * message: no seq, not in history, not replayed after a reconnect.
+ */
+export class RoomCustomEvent extends RoomEvent {
+  constructor(
+    /** The event as the room sent it; `event.type` starts with `x-`. */
+    readonly event: CustomServerEvent,
+  ) {
+    super("custom");
+  }
+}
+
 /** Events a `RoomClient` dispatches, by type. */
 export interface RoomClientEventMap<T, I = unknown> {
   message: RoomMessageEvent<T>;
@@ -88,6 +102,7 @@ export interface RoomClientEventMap<T, I = unknown> {
   state: RoomStateEvent;
   lost: RoomLostEvent;
   error: RoomErrorEvent;
+  custom: RoomCustomEvent;
 }
 
 /** Raised by `publish` when the server refuses it or its outcome is unknown. */

@@ -1,5 +1,5 @@
 import { PublishError } from "./events.js";
-import type { ClientFrame, ErrorEvent, PublishedEvent, WelcomeEvent } from "./protocol.js";
+import type { CustomClientFrame, ErrorEvent, PublishFrame, PublishedEvent, WelcomeEvent } from "./protocol.js";
 import { describe } from "./transport.js";
 
 /** Where publishes go out: the connection. */
@@ -14,6 +14,11 @@ interface PendingPublish {
   reject(error: PublishError): void;
 }
 
+/** A frame waiting for the budget: a publish (answered by the room) or an application frame (done once sent). */
+type Queued =
+  | { frame: PublishFrame & { id: string }; publish: PendingPublish }
+  | { frame: CustomClientFrame; publish: PendingPublish; custom: true };
+
 /**
  * Publishes over the socket, inside the room's frame budget. The welcome
  * announces how many client frames per second the room takes (over it, it
@@ -22,11 +27,13 @@ interface PendingPublish {
  * from half the burst, which leaves room for timing slack. A publish not yet
  * sent survives a reconnect (the server never saw it); one sent and not yet
  * answered when the connection ends is rejected as "unconfirmed".
+ * Application frames (`x-...`) take the same budget and queue, in order with
+ * publishes, and are done once sent.
  */
 export class Outbox {
   #transport: OutboxTransport;
   /** Publishes not yet sent. */
-  #queued: Array<{ frame: ClientFrame & { id: string }; publish: PendingPublish }> = [];
+  #queued: Queued[] = [];
   /** Publishes sent and awaiting the server's answer, by id. */
   #pending = new Map<string, PendingPublish>();
   #rate = { perSecond: 0, burst: 1 };
@@ -43,6 +50,14 @@ export class Outbox {
   publish(data: unknown): Promise<number> {
     return new Promise((resolve, reject) => {
       this.#queued.push({ frame: { type: "publish", data, id: String(++this.#nextId) }, publish: { resolve, reject } });
+      this.pump();
+    });
+  }
+
+  /** Queues an application frame; settles once it was sent (or rejects when the client closes first). */
+  sendCustom(frame: CustomClientFrame): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.#queued.push({ frame, publish: { resolve: () => resolve(), reject }, custom: true });
       this.pump();
     });
   }
@@ -69,7 +84,8 @@ export class Outbox {
         this.#pumpTimer = setTimeout(() => this.pump(), Math.ceil(((1 - this.#budget) / rate) * 1000));
         return;
       }
-      const { frame, publish } = this.#queued.shift()!;
+      const queued = this.#queued.shift()!;
+      const { frame, publish } = queued;
       let text: string;
       try {
         text = JSON.stringify(frame);
@@ -78,12 +94,14 @@ export class Outbox {
         continue;
       }
       this.#budget -= 1;
-      this.#pending.set(frame.id, publish);
+      const answered = !("custom" in queued);
+      if (answered) this.#pending.set(queued.frame.id, publish);
       if (!this.#transport.send(text)) {
-        this.#pending.delete(frame.id);
-        this.#queued.unshift({ frame, publish });
+        if (answered) this.#pending.delete(queued.frame.id);
+        this.#queued.unshift(queued);
         return;
       }
+      if (!answered) publish.resolve(0);
     }
   }
 

@@ -133,6 +133,17 @@ export interface PublishedEvent {
   seq: number;
 }
 
+/**
+ * An event of the application's own, sent to one socket by the room's server
+ * code (a hook of a `Room` subclass: docs/hooks.md). Its `type` starts with
+ * `x-`, so it can never be mistaken for an event of this protocol; it has no
+ * `seq`, is not in history and is not acknowledged.
+ */
+export interface CustomServerEvent {
+  type: CustomType;
+  [field: string]: unknown;
+}
+
 /** A client frame was refused without closing the socket. */
 export interface ErrorEvent {
   type: "error";
@@ -142,7 +153,7 @@ export interface ErrorEvent {
   id?: string;
 }
 
-export type ServerEvent = WelcomeEvent | MessageEvent | LostEvent | PresenceEvent | PublishedEvent | ErrorEvent;
+export type ServerEvent = WelcomeEvent | MessageEvent | LostEvent | PresenceEvent | PublishedEvent | ErrorEvent | CustomServerEvent;
 
 export type ServerEventType = ServerEvent["type"];
 
@@ -168,7 +179,30 @@ export interface PublishFrame {
   id?: string;
 }
 
-export type ClientFrame = AckFrame | PublishFrame;
+/**
+ * A frame of the application's own (`{"type":"x-...", ...}`), handled by the
+ * room's `onClientFrame` hook. A room without that hook closes the socket
+ * with 4000, as for any unknown type. It costs a frame token, like a publish.
+ */
+export interface CustomClientFrame {
+  type: CustomType;
+  /** Echoed in the `error` event when the room's hook fails on this frame. */
+  id?: string;
+  [field: string]: unknown;
+}
+
+/** Type of an application frame or event: `x-` then 1-64 letters, digits or `. _ : -`. */
+export type CustomType = `x-${string}`;
+
+/** What a custom `type` must look like. */
+export const CUSTOM_TYPE_PATTERN = /^x-[A-Za-z0-9._:-]{1,64}$/;
+
+/** Whether `type` names an application frame or event (CUSTOM_TYPE_PATTERN). */
+export function isCustomType(type: unknown): type is CustomType {
+  return typeof type === "string" && CUSTOM_TYPE_PATTERN.test(type);
+}
+
+export type ClientFrame = AckFrame | PublishFrame | CustomClientFrame;
 
 // ---------------------------------------------------------------------------
 // Close codes. `reconnect` says what a client must do after it: true means
@@ -327,6 +361,12 @@ export function parseClientFrame(text: string): ParseResult<ClientFrame> {
       return { ok: true, value: frame };
     }
     default:
+      if (isCustomType(value.type)) {
+        if (value.id !== undefined && (typeof value.id !== "string" || value.id.length > 128)) {
+          return { ok: false, error: "id must be a string of at most 128 characters" };
+        }
+        return { ok: true, value: value as CustomClientFrame };
+      }
       return { ok: false, error: `unknown frame type ${JSON.stringify(String(value.type))}` };
   }
 }
@@ -427,6 +467,8 @@ export interface BroadcastResult {
   duplicates: number;
   /** True when every room reached already had the key: a repeated request. */
   duplicate: boolean;
+  /** Rooms whose own beforePublish hook refused the message (they hold nothing; not retried). */
+  refused: number;
   /** Rooms that still failed after every retry (at most 100 names; see failedCount). */
   failed: string[];
   failedCount: number;

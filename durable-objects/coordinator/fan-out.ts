@@ -1,10 +1,7 @@
 import { forEachBounded, fullJitter, sleep } from "./bounded";
 
-/** What one room answered a broadcast publish with (a subset of the Room's PublishResult). */
-export interface RoomDelivery {
-  recipients: number;
-  duplicate: boolean;
-}
+/** What one room answered a broadcast publish with (a subset of the Room's PublishOutcome). */
+export type RoomDelivery = { recipients: number; duplicate: boolean } | { refused: { error: string; message: string } };
 
 /** Totals of a fan-out to a set of rooms. */
 export interface FanOutResult {
@@ -14,6 +11,8 @@ export interface FanOutResult {
   sockets: number;
   /** Rooms that already had the idempotency key, so sent nothing. */
   duplicates: number;
+  /** Rooms whose beforePublish hook refused the message (not retried: the same message would be refused again). */
+  refused: number;
   /** Rooms still failing after every attempt. */
   failed: string[];
 }
@@ -33,13 +32,14 @@ export interface FanOutOptions {
  * retried in later rounds, after a jittered pause that lets a briefly
  * overloaded object recover. `send` must be idempotent (the Room dedupes by
  * idempotency key), because an attempt that failed may still have published.
+ * A room whose hook refused the message is counted apart and not retried.
  */
 export async function fanOut(
   rooms: readonly string[],
   send: (room: string) => Promise<RoomDelivery>,
   options: FanOutOptions,
 ): Promise<FanOutResult> {
-  const result: FanOutResult = { rooms: 0, sockets: 0, duplicates: 0, failed: [] };
+  const result: FanOutResult = { rooms: 0, sockets: 0, duplicates: 0, refused: 0, failed: [] };
   let pending = rooms;
   for (let attempt = 0; attempt < options.attempts && pending.length > 0; attempt++) {
     if (attempt > 0) await sleep(fullJitter(options.backoffMs, attempt - 1));
@@ -47,6 +47,12 @@ export async function fanOut(
     await forEachBounded(pending, options.concurrency, async (room) => {
       try {
         const delivery = await send(room);
+        if ("refused" in delivery) {
+          // A hook that failed may succeed on a retry; a refusal is the room's answer.
+          if (delivery.refused.error === "internal") throw new Error(`the room could not check the message: ${delivery.refused.message}`);
+          result.refused += 1;
+          return;
+        }
         result.rooms += 1;
         result.sockets += delivery.recipients;
         if (delivery.duplicate) result.duplicates += 1;

@@ -1,8 +1,18 @@
-import { CloseCode, PING, PONG, parseClientFrame, type ErrorEvent, type PublishedEvent } from "../../client-sdk/src/protocol";
+import {
+  CloseCode,
+  PING,
+  PONG,
+  parseClientFrame,
+  type CustomClientFrame,
+  type ErrorEvent,
+  type PublishedEvent,
+  type PublishFrame,
+} from "../../client-sdk/src/protocol";
 import type { Limits } from "../../worker/settings";
 import { logEvent } from "../../worker/log";
 import type { RoomCounters } from "./counters";
 import type { Delivery } from "./delivery";
+import type { FrameHooks } from "./hook-runner";
 import type { Publishing } from "./publishing";
 import type { RatePolicy, SocketState } from "./socket-state";
 import { utf8Length } from "../../worker/utf8";
@@ -27,6 +37,10 @@ export interface ClientFrameHooks {
  * - An ack that names a message the socket was never sent, or a wrong tag,
  *   is a lie: 4000.
  * - Anything that is not protocol is 4000; frames over MAX_FRAME_BYTES 1009.
+ *   A custom frame (`{"type":"x-..."}`) is protocol only for a room whose
+ *   onClientFrame hook handles it; it costs a token, like a publish.
+ * - With beforePublish or onClientFrame overridden, a socket's publishes and
+ *   custom frames pass the hooks one at a time, in arrival order.
  */
 export class ClientFrames {
   readonly #delivery: Delivery;
@@ -35,14 +49,24 @@ export class ClientFrames {
   readonly #limits: Limits;
   readonly #rate: RatePolicy;
   readonly #hooks: ClientFrameHooks;
+  readonly #runner: FrameHooks;
 
-  constructor(delivery: Delivery, publishing: Publishing, counters: RoomCounters, limits: Limits, rate: RatePolicy, hooks: ClientFrameHooks) {
+  constructor(
+    delivery: Delivery,
+    publishing: Publishing,
+    counters: RoomCounters,
+    limits: Limits,
+    rate: RatePolicy,
+    hooks: ClientFrameHooks,
+    runner: FrameHooks,
+  ) {
     this.#delivery = delivery;
     this.#publishing = publishing;
     this.#counters = counters;
     this.#limits = limits;
     this.#rate = rate;
     this.#hooks = hooks;
+    this.#runner = runner;
   }
 
   /** Handles one frame from a socket the room tracks. Never throws: a failure closes that socket with 1011. */
@@ -76,6 +100,13 @@ export class ClientFrames {
         if (verdict === "stale") this.#spend(ws, state, now);
         return;
       }
+      if (frame.type !== "publish") {
+        if (!this.#runner.handlesClientFrames) {
+          return this.#refuse(ws, "bad_frame", CloseCode.BAD_FRAME, `unknown frame type ${JSON.stringify(frame.type)}`);
+        }
+        if (!this.#spend(ws, state, now)) return;
+        return await this.#inOrder(ws, state, frame.id, () => this.#custom(ws, state, frame));
+      }
       if (!this.#spend(ws, state, now)) return;
       if (!state.attachment.canPublish) {
         this.#error(ws, { type: "error", code: "forbidden", message: "this socket may not publish", id: frame.id });
@@ -86,19 +117,51 @@ export class ClientFrames {
         this.#error(ws, { type: "error", code: "too_large", message: `message data over ${this.#limits.MAX_MESSAGE_BYTES} bytes as JSON`, id: frame.id });
         return;
       }
-      let seq: number;
-      try {
-        seq = (await this.#publishing.publish(dataJson)).seq;
-      } catch {
-        this.#error(ws, { type: "error", code: "internal", message: "the message could not be stored", id: frame.id });
-        return;
-      }
-      const published: PublishedEvent = { type: "published", id: frame.id, seq };
-      this.#delivery.sendControl(ws, JSON.stringify(published));
+      if (this.#runner.ordersFrames) return await this.#inOrder(ws, state, frame.id, () => this.#publish(ws, state, frame, dataJson));
+      await this.#publish(ws, state, frame, dataJson);
     } catch (error) {
       logEvent("error", { room: this.#hooks.roomName(), socket: state.attachment.id, where: "message", error: String(error) });
       this.#delivery.close(ws, CloseCode.INTERNAL_ERROR, "internal error");
     }
+  }
+
+  async #publish(ws: WebSocket, state: SocketState, frame: PublishFrame, dataJson: string): Promise<void> {
+    let json = dataJson;
+    if (this.#runner.checksPublishes) {
+      const checked = await this.#runner.checkPublish(dataJson, frame.data, { kind: "socket", ws, state });
+      if (!checked.ok) {
+        this.#answer(ws, state, { type: "error", code: checked.refusal.error, message: checked.refusal.message, id: frame.id });
+        return;
+      }
+      json = checked.dataJson;
+    }
+    let seq: number;
+    try {
+      seq = (await this.#publishing.publish(json)).seq;
+    } catch {
+      this.#answer(ws, state, { type: "error", code: "internal", message: "the message could not be stored", id: frame.id });
+      return;
+    }
+    const published: PublishedEvent = { type: "published", id: frame.id, seq };
+    this.#answer(ws, state, published);
+  }
+
+  async #custom(ws: WebSocket, state: SocketState, frame: CustomClientFrame): Promise<void> {
+    if (await this.#runner.clientFrame(ws, state, frame)) return;
+    this.#answer(ws, state, { type: "error", code: "internal", message: `the room could not handle ${frame.type}`, id: frame.id });
+  }
+
+  /** Runs `task` in the socket's hook queue; a socket with too many frames waiting is told so instead. */
+  async #inOrder(ws: WebSocket, state: SocketState, id: string | undefined, task: () => Promise<void>): Promise<void> {
+    const queued = this.#runner.inOrder(state, task);
+    if (queued) return queued;
+    this.#counters.refused("rate_limited");
+    this.#error(ws, { type: "error", code: "rate_limited", message: "too many frames are waiting for the room; slow down", id });
+  }
+
+  /** Answers a frame whose handling waited: only a socket still in the room is told. */
+  #answer(ws: WebSocket, state: SocketState, event: PublishedEvent | ErrorEvent): void {
+    if (this.#delivery.get(ws) === state) this.#delivery.sendControl(ws, JSON.stringify(event));
   }
 
   /** Takes a frame token; false (and the socket closed with 4009) when the socket is over its rate. */

@@ -13,11 +13,23 @@ export interface DeliveryOptions {
   batch: BatchLimits;
 }
 
+/** How a socket left the room: its close code and reason, and who ended it. */
+export interface LeaveCause {
+  code: number;
+  reason: string;
+  /**
+   * `client`: the client sent a close; `room`: the room closed it (a kick, the
+   * idle sweep, token expiry, shutdown, a failed send, a hook); `network`: the
+   * connection failed without a close.
+   */
+  by: "client" | "room" | "network";
+}
+
 export interface DeliveryHooks {
   /** The room went from no sockets to some, or from some to none. */
   occupancyChanged(connections: number): void;
-  /** A socket left the room, however it went. */
-  left(state: SocketState): void;
+  /** A socket left the room, however it went (called once per socket, never inside the fan-out loop's send). */
+  left(ws: WebSocket, state: SocketState, cause: LeaveCause): void;
   /** An ack released frames: the socket has window space again. */
   released(ws: WebSocket, state: SocketState): void;
   /** For logs: the room's name. */
@@ -101,12 +113,12 @@ export class Delivery {
   }
 
   /** Every socket leaves the room here (closed by either side, or failed). */
-  leave(ws: WebSocket): SocketState | undefined {
+  leave(ws: WebSocket, cause: LeaveCause): SocketState | undefined {
     const state = this.#sockets.get(ws);
     if (!state) return undefined;
     this.#sockets.delete(ws);
     if (state.behind) this.#behind -= 1;
-    this.#hooks.left(state);
+    this.#hooks.left(ws, state, cause);
     if (this.#sockets.size === 0) this.#hooks.occupancyChanged(0);
     return state;
   }
@@ -190,9 +202,10 @@ export class Delivery {
 
   /** Closes a socket the room is done with; its frames are no longer acted on. */
   close(ws: WebSocket, code: number, reason: string): void {
-    this.leave(ws);
+    const text = reason.slice(0, 120);
+    this.leave(ws, { code, reason: text, by: "room" });
     try {
-      ws.close(code, reason.slice(0, 120));
+      ws.close(code, text);
     } catch {
       // Already closing or closed.
     }
@@ -200,7 +213,7 @@ export class Delivery {
 
   /** A socket that threw on send or failed: forgotten and closed, never fatal to the room. */
   forget(ws: WebSocket, why: string, error: unknown): void {
-    const state = this.leave(ws);
+    const state = this.leave(ws, { code: CloseCode.INTERNAL_ERROR, reason: why, by: "room" });
     logEvent("socket_dropped", { room: this.#hooks.roomName(), socket: state?.attachment.id ?? null, why, error: String(error) });
     try {
       ws.close(CloseCode.INTERNAL_ERROR, why);

@@ -16,7 +16,23 @@ export interface PublishResult {
 
 export interface PublishOptions {
   idempotencyKey?: string;
+  /** Who publishes, as the room's beforePublish hook is told: an HTTP publish (the default) or a broadcast. */
+  source?: "http" | "broadcast";
 }
+
+/**
+ * A message the room's beforePublish hook refused (or could not check, or
+ * transformed past MAX_MESSAGE_BYTES). The worker answers an HTTP publisher
+ * with the status of `error` and `{"error","message"}`; a socket publisher
+ * gets an `error` event with it.
+ */
+export interface PublishRefused {
+  error: "bad_request" | "forbidden" | "rate_limited" | "too_large" | "internal";
+  message: string;
+}
+
+/** What a publish came to: published (or recognised as a duplicate), or refused by the room's hook. */
+export type PublishOutcome = PublishResult | { refused: PublishRefused };
 
 interface Pending {
   message: Message;
@@ -77,6 +93,11 @@ export class Publishing {
     this.#assigned = this.#history.seq;
   }
 
+  /** The seq an idempotency key was published with (pending or stored), or null for a new key. */
+  duplicateOf(key: string): number | null {
+    return this.#pendingKeys.get(key) ?? this.#history.seenKey(key);
+  }
+
   /**
    * Publishes one message. `dataJson` is the message's data as JSON text,
    * already validated (and size-checked) by the caller; it is embedded in the
@@ -85,7 +106,7 @@ export class Publishing {
   async publish(dataJson: string, options: PublishOptions = {}): Promise<PublishResult> {
     const key = options.idempotencyKey;
     if (key !== undefined) {
-      const seen = this.#pendingKeys.get(key) ?? this.#history.seenKey(key);
+      const seen = this.duplicateOf(key);
       if (seen !== null) return { seq: seen, recipients: 0, duplicate: true };
     }
     const seq = ++this.#assigned;

@@ -1,21 +1,38 @@
 import { DurableObject } from "cloudflare:workers";
-import { CloseCode, PING, PONG, type LostEvent, type RoomStats, type WelcomeEvent } from "../../client-sdk/src/protocol";
+import { CloseCode, PING, PONG, type ErrorBody, type LostEvent, type RoomStats, type WelcomeEvent } from "../../client-sdk/src/protocol";
 import { readLimits, type Limits } from "../../worker/settings";
 import { registrationFor, type RoomRegistration } from "../coordinator/registration";
 import { logEvent } from "../../worker/log";
+import { utf8Length } from "../../worker/utf8";
+import { closedSocketAnswer, refusesWithClose } from "../../worker/auth/socket-refusal";
 import { ClientFrames } from "./client-frames";
+import { memberView, type RoomConnection } from "./connection";
+import { deepFreeze } from "./connection-data";
 import { RoomCounters } from "./counters";
 import { Delivery } from "./delivery";
 import { CAN_PUBLISH_HEADER, EDGE_HEADERS, ROOM_NAME_HEADER, TOKEN_EXPIRES_HEADER } from "./headers";
 import { History } from "./history";
+import { HookRunner, type ConnectOutcome, type RoomHookSet } from "./hook-runner";
+import type {
+  ClientFrame,
+  CloseInfo,
+  Connection,
+  ConnectDecision,
+  ConnectRequest,
+  JsonObject,
+  PublishDecision,
+  PublishRequest,
+} from "./hooks";
 import { memberFromHeaders } from "./member";
 import { Presence, type PresencePage } from "./presence";
-import { Publishing, type PublishOptions, type PublishResult } from "./publishing";
+import { Publishing, type PublishOptions, type PublishOutcome, type PublishRefused, type PublishResult } from "./publishing";
 import { SocketState, type RatePolicy, type SocketAttachment } from "./socket-state";
 import { Sweeper } from "./sweeper";
 
 export { CAN_PUBLISH_HEADER, EDGE_HEADERS, ROOM_NAME_HEADER, TOKEN_EXPIRES_HEADER };
-export type { PresencePage, PublishOptions, PublishResult };
+export type { PresencePage, PublishOptions, PublishOutcome, PublishRefused, PublishResult };
+
+type Awaitable<T> = T | Promise<T>;
 
 /**
  * One room: its sockets (accepted with the Hibernation API, so an idle room
@@ -31,8 +48,30 @@ export type { PresencePage, PublishOptions, PublishResult };
  * - `ClientFrames` handles what clients send (acks, publishes);
  * - `Presence` knows who is in the room, from the sockets' identities;
  * - `Sweeper` reaps idle sockets and gives an unused room's storage back.
+ *
+ * **Your own logic** goes in a subclass that overrides the hooks below
+ * (`onConnect`, `beforePublish`, `onClientFrame`, `onClose`; docs/hooks.md),
+ * bound as the `ROOMS` class in your wrangler.toml. The room detects which
+ * hooks a subclass overrides once, when it starts: a hook left alone costs
+ * nothing, and no hook ever runs inside the fan-out loop. `HookRunner`
+ * contains them: what a hook throws or answers cannot break the room.
+ *
+ * @typeParam E the environment (bindings and vars) the object receives.
+ * @typeParam Data what `onConnect` attaches to a socket (`connection.data`).
+ *
+ * @example
+ * export class ChatRoom extends Room<Env, { name: string }> {
+ *   protected override onConnect(request: ConnectRequest) {
+ *     const name = new URL(request.request.url).searchParams.get("name");
+ *     return name ? { data: { name } } : { refuse: "say who you are: ?name=" };
+ *   }
+ *   protected override beforePublish({ data, source }: PublishRequest<{ name: string }>) {
+ *     if (typeof data !== "string" || data.length > 500) return { refuse: "a message is a string of at most 500 characters" };
+ *     return { data: { text: data, from: source.kind === "socket" ? source.connection.data?.name : "server" } };
+ *   }
+ * }
  */
-export class Room extends DurableObject<Record<string, unknown>> {
+export class Room<E = Record<string, unknown>, Data extends object = JsonObject> extends DurableObject<E> {
   readonly #limits: Limits;
   readonly #rate: RatePolicy;
   readonly #history: History;
@@ -43,14 +82,15 @@ export class Room extends DurableObject<Record<string, unknown>> {
   readonly #frames: ClientFrames;
   readonly #presence: Presence;
   readonly #sweeper: Sweeper;
+  readonly #hooks: HookRunner<Data>;
   readonly #instanceStartedAt = Date.now();
   #name: string | null;
   /** Whether this instance has told the directory that the room holds storage. */
   #listed = false;
 
-  constructor(ctx: DurableObjectState, env: Record<string, unknown>) {
+  constructor(ctx: DurableObjectState, env: E) {
     super(ctx, env);
-    const limits = readLimits(env);
+    const limits = readLimits(env as Record<string, unknown>);
     this.#limits = limits;
     this.#rate = { perSecond: limits.CLIENT_FRAMES_PER_SECOND, burst: Math.max(1, limits.CLIENT_FRAME_BURST) };
     this.#history = new History(ctx.storage, {
@@ -59,7 +99,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
     });
     this.#counters = new RoomCounters(this.#history);
     this.#name = this.#history.meta("name");
-    this.#registration = registrationFor(env, ctx, this.#counters);
+    this.#registration = registrationFor(env as Record<string, unknown>, ctx, this.#counters);
     const roomName = (): string | null => this.#name;
     this.#delivery = new Delivery(
       this.#history,
@@ -75,7 +115,10 @@ export class Room extends DurableObject<Record<string, unknown>> {
           if (this.#name) this.#registration.occupancyChanged(this.#name, connections, this.#presence.count);
           if (connections === 0) this.#background(this.#sweeper.ensureAlarm());
         },
-        left: (state) => this.#presence.leave(state, Date.now()),
+        left: (ws, state, cause) => {
+          this.#presence.leave(state, Date.now());
+          if (this.#hooks.watchesCloses) this.#background(this.#hooks.closed(ws, state, cause));
+        },
         released: (ws, state) => this.#presence.refresh(ws, state),
       },
     );
@@ -127,10 +170,23 @@ export class Room extends DurableObject<Record<string, unknown>> {
       // A room published into with nobody listening still needs its alarm, to give its storage back later.
       if (this.#delivery.size === 0) this.#background(this.#sweeper.ensureAlarm());
     });
-    this.#frames = new ClientFrames(this.#delivery, this.#publishing, this.#counters, limits, this.#rate, {
-      roomName: () => this.#name ?? "",
-      persistAttachment: (ws, state) => ws.serializeAttachment(state.attachment),
-    });
+    this.#hooks = new HookRunner<Data>(
+      this.#overriddenHooks(),
+      { delivery: this.#delivery, roomName: () => this.#name ?? "", maxEventBytes: limits.MAX_MESSAGE_BYTES },
+      { maxMessageBytes: limits.MAX_MESSAGE_BYTES, count: (reason) => this.#counters.refused(reason) },
+    );
+    this.#frames = new ClientFrames(
+      this.#delivery,
+      this.#publishing,
+      this.#counters,
+      limits,
+      this.#rate,
+      {
+        roomName: () => this.#name ?? "",
+        persistAttachment: (ws, state) => ws.serializeAttachment(state.attachment),
+      },
+      this.#hooks,
+    );
     // Heartbeats are answered by the runtime, so a pinging client never wakes the room.
     ctx.setWebSocketAutoResponse(new WebSocketRequestResponsePair(PING, PONG));
     const now = Date.now();
@@ -141,11 +197,92 @@ export class Room extends DurableObject<Record<string, unknown>> {
     for (const ws of ctx.getWebSockets()) {
       const attachment = ws.deserializeAttachment() as SocketAttachment | null;
       if (attachment && ws.readyState === WebSocket.OPEN) {
+        if (attachment.data) deepFreeze(attachment.data);
         const state = new SocketState(attachment, this.#delivery.flushedSeq);
         this.#delivery.join(ws, state, now);
         this.#presence.restore(state);
       }
     }
+  }
+
+  // -------------------------------------------------------------------------
+  // Hooks: override these in a subclass (docs/hooks.md)
+  // -------------------------------------------------------------------------
+
+  /**
+   * A socket asks to join the room; the edge has already checked its token
+   * and origin. Return nothing to admit it, `{ data }` to admit it with data
+   * attached (a JSON object of at most 4 KiB as JSON; it survives
+   * hibernation as `connection.data`), `{ canPublish: false }` to make it
+   * listen-only, or `{ refuse, code }` to turn it away: it is closed at once
+   * with 4003 (`forbidden`, the default), 4001 (`unauthorized`) or 1013
+   * (`try_again_later`), or answered 403/401/503 when it sent
+   * `X-Refusal: http`. A throw refuses it with 1011 (500).
+   */
+  protected onConnect(request: ConnectRequest): Awaitable<ConnectDecision<Data>> {
+    return undefined;
+  }
+
+  /**
+   * A message is about to be published, from a socket, over HTTP or by a
+   * broadcast; it has no seq yet. Return nothing to publish it as sent,
+   * `{ data }` to publish something else instead (at most MAX_MESSAGE_BYTES
+   * as JSON, or it is refused as `too_large`), or `{ refuse, code }` to refuse
+   * it (`bad_request`, the default: 400; `forbidden`: 403; `rate_limited`:
+   * 429). HTTP publishers get the status and `{"error","message"}`, socket
+   * publishers an `error` event with the publish's `id`; a throw is an
+   * `internal` refusal (500). Runs once per message, never per socket; a
+   * socket's publishes pass it one at a time, in order.
+   */
+  protected beforePublish(request: PublishRequest<Data>): Awaitable<PublishDecision> {
+    return undefined;
+  }
+
+  /**
+   * A socket sent a frame of the application's own, `{"type":"x-...", ...}`
+   * (without this hook such a frame closes the socket with 4000, like any
+   * unknown type). Answer with `connection.send({ type: "x-..." })`, publish
+   * with `this.publishMessage(...)`, or close it. Each costs the socket a
+   * frame token, like a publish; a throw answers the socket with an
+   * `internal` error event (with the frame's `id`) and keeps it open.
+   */
+  protected onClientFrame(connection: Connection<Data>, frame: ClientFrame): Awaitable<void> {
+    return undefined;
+  }
+
+  /**
+   * A socket left the room, however it went (`info.by`: client, room or
+   * network), hibernation in between included; `connection.data` is still
+   * there. Runs once per socket that was admitted, after its waiting frames,
+   * outside every loop of the room; a throw is logged.
+   */
+  protected onClose(connection: Connection<Data>, info: CloseInfo): Awaitable<void> {
+    return undefined;
+  }
+
+  /** The room's name (from its first request; null only before any arrived). */
+  protected get roomName(): string | null {
+    return this.#name;
+  }
+
+  /** Every socket in the room, as hook connections (for a hook that must find one by id or member). */
+  protected *connections(): IterableIterator<Connection<Data>> {
+    for (const [ws, state] of this.#delivery.entries()) yield this.#hooks.connection(ws, state);
+  }
+
+  /**
+   * Publishes a message of the room's own (from a hook: "x joined", a
+   * reaction to a custom frame). It does not pass beforePublish: the room
+   * trusts itself. `data` must be JSON of at most MAX_MESSAGE_BYTES (a
+   * TypeError or RangeError otherwise).
+   */
+  protected async publishMessage(data: unknown): Promise<PublishResult> {
+    const dataJson = JSON.stringify(data) as string | undefined;
+    if (dataJson === undefined) throw new TypeError("a message must be a JSON value");
+    const bytes = utf8Length(dataJson);
+    if (bytes > this.#limits.MAX_MESSAGE_BYTES) throw new RangeError(`message is ${bytes} bytes as JSON, over ${this.#limits.MAX_MESSAGE_BYTES}`);
+    await this.#list();
+    return this.#publishing.publish(dataJson);
   }
 
   // -------------------------------------------------------------------------
@@ -161,27 +298,25 @@ export class Room extends DurableObject<Record<string, unknown>> {
       const since = parseSeqParam(url.searchParams.get("since"));
       const epoch = url.searchParams.get("epoch");
 
-      if (this.#delivery.size >= this.#limits.MAX_SOCKETS_PER_ROOM) {
-        logEvent("refusal", { room: this.#name, reason: "room_full", connections: this.#delivery.size });
-        this.#counters.refused("room_full");
-        return Response.json(
-          { error: "room_full", message: `the room holds its maximum of ${this.#limits.MAX_SOCKETS_PER_ROOM} sockets` },
-          { status: 503, headers: { "Retry-After": "10" } },
-        );
-      }
+      if (this.#delivery.size >= this.#limits.MAX_SOCKETS_PER_ROOM) return this.#roomFull();
       const expires = Number(request.headers.get(TOKEN_EXPIRES_HEADER));
-      const pair = new WebSocketPair();
-      const client = pair[0];
-      const server = pair[1];
-      const now = Date.now();
       const attachment: SocketAttachment = {
         id: crypto.randomUUID(),
-        connectedAt: now,
+        connectedAt: Date.now(),
         canPublish: request.headers.get(CAN_PUBLISH_HEADER) !== "false",
         expiresAt: Number.isSafeInteger(expires) && expires > 0 ? expires : null,
       };
       const member = memberFromHeaders(request.headers);
       if (member) attachment.member = member;
+      if (this.#hooks.admitsSockets) {
+        const admitted = await this.#admit(request, attachment);
+        if (admitted) return admitted;
+        if (this.#delivery.size >= this.#limits.MAX_SOCKETS_PER_ROOM) return this.#roomFull();
+      }
+      const pair = new WebSocketPair();
+      const client = pair[0];
+      const server = pair[1];
+      const now = Date.now();
       this.ctx.acceptWebSocket(server);
       server.serializeAttachment(attachment);
 
@@ -225,11 +360,20 @@ export class Room extends DurableObject<Record<string, unknown>> {
   /**
    * Publishes one message. `dataJson` is the message's data as JSON text,
    * already validated by the caller; it is embedded in the event as is.
+   * With beforePublish overridden the hook sees it first (a retried
+   * idempotency key is answered as a duplicate without asking it again), and
+   * may transform or refuse it: then the answer is `{ refused }`.
    */
-  async publish(room: string, dataJson: string, options: PublishOptions = {}): Promise<PublishResult> {
+  async publish(room: string, dataJson: string, options: PublishOptions = {}): Promise<PublishOutcome> {
     this.#learnName(room);
     await this.#list();
-    return this.#publishing.publish(dataJson, options);
+    if (!this.#hooks.checksPublishes) return this.#publishing.publish(dataJson, options);
+    const key = options.idempotencyKey;
+    const seen = key === undefined ? null : this.#publishing.duplicateOf(key);
+    if (seen !== null) return { seq: seen, recipients: 0, duplicate: true };
+    const checked = await this.#hooks.checkPublish(dataJson, undefined, { kind: options.source ?? "http" });
+    if (!checked.ok) return { refused: checked.refusal };
+    return this.#publishing.publish(checked.dataJson, options);
   }
 
   // -------------------------------------------------------------------------
@@ -245,7 +389,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
   }
 
   override async webSocketClose(ws: WebSocket, code: number, reason: string): Promise<void> {
-    this.#delivery.leave(ws);
+    this.#delivery.leave(ws, { code, reason, by: code === 1006 ? "network" : "client" });
     // The Hibernation API does not answer the peer's close frame; without this the
     // client waits in CLOSING and reports 1006. Reserved codes cannot be sent back.
     const reply = code === 1005 || code === 1006 || code === 1015 ? CloseCode.NORMAL : code;
@@ -258,7 +402,7 @@ export class Room extends DurableObject<Record<string, unknown>> {
   }
 
   override async webSocketError(ws: WebSocket, error: unknown): Promise<void> {
-    const state = this.#delivery.leave(ws);
+    const state = this.#delivery.leave(ws, { code: 1006, reason: String(error).slice(0, 120), by: "network" });
     logEvent("socket_error", { room: this.#name, socket: state?.attachment.id ?? null, error: String(error) });
   }
 
@@ -315,6 +459,63 @@ export class Room extends DurableObject<Record<string, unknown>> {
 
   // -------------------------------------------------------------------------
 
+  /**
+   * The hooks this object's class overrides, bound to it. Decided once per
+   * instance by comparing with the base class, so a hook left alone is never
+   * called: the paths it would sit on do no work for it.
+   */
+  #overriddenHooks(): RoomHookSet<Data> {
+    const base = Room.prototype as Room<E, Data>;
+    const hooks: RoomHookSet<Data> = {};
+    if (this.onConnect !== base.onConnect) hooks.onConnect = (request) => this.onConnect(request);
+    if (this.beforePublish !== base.beforePublish) hooks.beforePublish = (request) => this.beforePublish(request);
+    if (this.onClientFrame !== base.onClientFrame) hooks.onClientFrame = (connection, frame) => this.onClientFrame(connection, frame);
+    if (this.onClose !== base.onClose) hooks.onClose = (connection, info) => this.onClose(connection, info);
+    return hooks;
+  }
+
+  /** Asks onConnect about a socket; null admits it (with `attachment` completed), a Response refuses it. */
+  async #admit(request: Request, attachment: SocketAttachment): Promise<Response | null> {
+    const outcome = await this.#hooks.connect({
+      id: attachment.id,
+      room: this.#name ?? "",
+      member: memberView(attachment.member),
+      canPublish: attachment.canPublish,
+      request,
+    });
+    if (outcome.ok) {
+      if (outcome.data !== undefined) attachment.data = outcome.data;
+      if (outcome.canPublish === false) attachment.canPublish = false;
+      return null;
+    }
+    return this.#refuseConnect(request, outcome);
+  }
+
+  /**
+   * A socket onConnect refused (or failed on): closed at once with the code,
+   * so browsers see it, or answered with the status when it asked for
+   * `X-Refusal: http` (as the edge refuses tokens: docs/security.md).
+   */
+  #refuseConnect(request: Request, outcome: Extract<ConnectOutcome, { ok: false }>): Response {
+    const answer = CONNECT_REFUSALS[outcome.code];
+    if (outcome.code !== "internal") {
+      logEvent("refusal", { room: this.#name, reason: "connect_refused", code: outcome.code, close: answer.close });
+    }
+    if (refusesWithClose(request)) return closedSocketAnswer(request, answer.close, outcome.message);
+    const body: ErrorBody = { error: answer.error, message: outcome.message };
+    const headers: Record<string, string> = answer.status === 503 ? { "Retry-After": "5" } : {};
+    return Response.json(body, { status: answer.status, headers });
+  }
+
+  #roomFull(): Response {
+    logEvent("refusal", { room: this.#name, reason: "room_full", connections: this.#delivery.size });
+    this.#counters.refused("room_full");
+    return Response.json(
+      { error: "room_full", message: `the room holds its maximum of ${this.#limits.MAX_SOCKETS_PER_ROOM} sockets` },
+      { status: 503, headers: { "Retry-After": "10" } },
+    );
+  }
+
   #learnName(name: string | null): void {
     if (!name || this.#name === name) return;
     this.#name = name;
@@ -340,6 +541,14 @@ export class Room extends DurableObject<Record<string, unknown>> {
     );
   }
 }
+
+/** How a refused connect is answered: close code, or (with X-Refusal: http) status and error code. */
+const CONNECT_REFUSALS: Readonly<Record<ConnectOutcome extends infer O ? (O extends { ok: false; code: infer C } ? C & string : never) : never, { close: number; status: 401 | 403 | 500 | 503; error: ErrorBody["error"] }>> = {
+  forbidden: { close: CloseCode.FORBIDDEN, status: 403, error: "forbidden" },
+  unauthorized: { close: CloseCode.UNAUTHORIZED, status: 401, error: "unauthorized" },
+  try_again_later: { close: CloseCode.TRY_AGAIN_LATER, status: 503, error: "room_full" },
+  internal: { close: CloseCode.INTERNAL_ERROR, status: 500, error: "internal" },
+};
 
 function parseSeqParam(value: string | null): number | null {
   if (value === null || !/^\d{1,15}$/.test(value)) return null;

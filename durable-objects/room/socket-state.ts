@@ -14,6 +14,8 @@
  * running, so it only hibernates once every socket was level.
  */
 
+import type { JsonObject } from "./hooks";
+
 /** Survives hibernation (serializeAttachment); keep it well under 16 KiB. */
 export interface SocketAttachment {
   id: string;
@@ -26,6 +28,8 @@ export interface SocketAttachment {
   activeAt?: number;
   /** The member this socket is, when it has an identity (a token's `sub`, or a self-chosen name in open mode). */
   member?: MemberIdentity;
+  /** What the room's hooks attached (onConnect, connection.setData): a JSON object of at most MAX_CONNECTION_DATA_BYTES as JSON. */
+  data?: JsonObject;
 }
 
 /** Who a socket is in the room's presence: decided at the edge, kept with the socket so it survives hibernation. */

@@ -22,6 +22,8 @@ export interface ServerOptions {
   env?: Record<string, string>;
   /** Further launcher arguments. Without a `--dev-vars`, the launcher reads no .dev.vars file. */
   args?: string[];
+  /** Let the launcher bundle the worker (another worker's, with `--config` in `args`); by default it serves dist/worker.js as the run's setup built it. */
+  build?: boolean;
 }
 
 export interface LocalServer {
@@ -72,7 +74,7 @@ function launcherEnv(port: number, dataDir: string, extra: Record<string, string
 }
 
 function launch(port: number, dataDir: string, options: ServerOptions): Promise<{ child: ChildProcess; log: string[] }> {
-  const args = [serverScript, "--no-build"];
+  const args = options.build ? [serverScript] : [serverScript, "--no-build"];
   for (const [key, value] of Object.entries(options.vars ?? {})) args.push("--var", `${key}=${value}`);
   if (options.gate) args.push("--gate", options.gate);
   const extra = options.args ?? [];

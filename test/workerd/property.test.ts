@@ -13,6 +13,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   CloseCode,
+  isCustomType,
   isValidRoomName,
   parseClientFrame,
   type ErrorCode,
@@ -22,7 +23,7 @@ import {
 } from "../../client-sdk/src/protocol";
 import { DEFAULTS } from "../../worker/settings";
 import { mintToken } from "../../worker/auth/tokens";
-import { app } from "../../worker/app";
+import { createFanoutApp } from "../../worker/app";
 
 type FetchLike = (request: Request) => Promise<Response>;
 
@@ -45,6 +46,7 @@ const securedEnv = {
   ALLOWED_ORIGINS: ALLOWED_ORIGIN,
   ANALYTICS: { writeDataPoint: (point: AnalyticsEngineDataPoint) => void dataPoints.push(point) },
 };
+const app = createFanoutApp();
 const securedWorker: FetchLike = async (request) => app.fetch(request, securedEnv);
 
 const ORIGIN = "http://edge.test";
@@ -438,7 +440,9 @@ describe("parseClientFrame", () => {
         if (frame.id !== undefined) expect(typeof frame.id === "string" && frame.id.length <= 128).toBe(true);
         break;
       default:
-        throw new Error(`parsed an unknown frame type: ${JSON.stringify(frame)}`);
+        // The application's own frames, for a room's onClientFrame hook.
+        if (!isCustomType(frame.type)) throw new Error(`parsed an unknown frame type: ${JSON.stringify(frame)}`);
+        if (frame.id !== undefined) expect(typeof frame.id === "string" && frame.id.length <= 128).toBe(true);
     }
   }
 
@@ -457,7 +461,10 @@ describe("parseClientFrame", () => {
     const field = fc.oneof(fc.integer(), fc.double(), fc.nat(), fc.string({ maxLength: 5 }), fc.constant(null), fc.boolean(), fc.constant(2 ** 53));
     const frame = fc.record(
       {
-        type: fc.oneof(fc.constantFrom("ack", "replay", "publish", "ACK", "message", "", "__proto__"), fc.integer()),
+        type: fc.oneof(
+          fc.constantFrom("ack", "replay", "publish", "ACK", "message", "", "__proto__", "x-typing", "x-", "X-typing", "x-a b", `x-${"y".repeat(65)}`),
+          fc.integer(),
+        ),
         seq: field,
         tag: fc.oneof(field, fc.constant(0xffffffff), fc.constant(2 ** 32)),
         from: field,
@@ -477,6 +484,7 @@ describe("parseClientFrame", () => {
         const tagLike = typeof v.tag === "number" && Number.isInteger(v.tag) && v.tag >= 0 && v.tag <= 0xffffffff;
         if (v.type === "ack") valid = seqLike(v.seq) && tagLike;
         else if (v.type === "publish") valid = "data" in v && (v.id === undefined || (typeof v.id === "string" && v.id.length <= 128));
+        else if (v.type === "x-typing") valid = v.id === undefined || (typeof v.id === "string" && v.id.length <= 128);
         else valid = false;
         expect(result.ok, text).toBe(valid);
         expectWellFormedResult(text);

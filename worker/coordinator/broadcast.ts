@@ -31,13 +31,14 @@ export async function runBroadcast(
   idempotencyKey: string,
 ): Promise<BroadcastResult> {
   const message: BroadcastMessage = { dataJson, key: roomKey(idempotencyKey) };
-  const total: FanOutResult = { rooms: 0, sockets: 0, duplicates: 0, failed: [] };
+  const total: FanOutResult = { rooms: 0, sockets: 0, duplicates: 0, refused: 0, failed: [] };
   let failedCount = 0;
   const failedShards: number[] = [];
   const add = (part: FanOutResult) => {
     total.rooms += part.rooms;
     total.sockets += part.sockets;
     total.duplicates += part.duplicates;
+    total.refused += part.refused;
     failedCount += part.failed.length;
     for (const room of part.failed) if (total.failed.length < FAILED_NAMES_MAX) total.failed.push(room);
   };
@@ -52,7 +53,7 @@ export async function runBroadcast(
       if (part) add(part);
       else {
         if (!failedShards.includes(index)) failedShards.push(index);
-        add({ rooms: 0, sockets: 0, duplicates: 0, failed: [...rooms] });
+        add({ rooms: 0, sockets: 0, duplicates: 0, refused: 0, failed: [...rooms] });
       }
     });
   } else {
@@ -79,6 +80,7 @@ export async function runBroadcast(
     sockets: total.sockets,
     duplicates: total.duplicates,
     duplicate: total.rooms > 0 && total.duplicates === total.rooms,
+    refused: total.refused,
     failed: total.failed,
     failedCount,
     failedShards,

@@ -7,8 +7,9 @@ import { Agent, request } from "node:http";
 
 /**
  * @param {string} socketPath
+ * @param {string} [mount] where the worker mounts the fan-out app ("" for the root)
  */
-export function adminClient(socketPath) {
+export function adminClient(socketPath, mount = "") {
   const agent = new Agent({ keepAlive: true, maxSockets: 2 });
   /**
    * @param {"GET" | "POST"} method
@@ -25,7 +26,7 @@ export function adminClient(socketPath) {
           socketPath,
           agent,
           method,
-          path: `/__local${path}`,
+          path: `${mount}/__local${path}`,
           headers: { host: "localhost", ...(payload ? { "content-type": "application/json", "content-length": Buffer.byteLength(payload) } : {}) },
           timeout: timeoutMs,
         },

@@ -1,5 +1,6 @@
 // Bundles the worker (and its Durable Objects) into dist/worker.js for the local
-// server. `wrangler deploy` bundles the same entry point on its own.
+// server. `wrangler deploy` bundles the same entry point on its own. Another
+// worker's entry (the launcher's --config) is bundled the same way beside it.
 import { build, stop } from "esbuild";
 import { execFileSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
@@ -7,12 +8,19 @@ import { fileURLToPath } from "node:url";
 export const root = fileURLToPath(new URL("../../", import.meta.url));
 export const bundlePath = `${root}dist/worker.js`;
 
-/** Builds the client SDK (the worker serves it), then dist/worker.js; returns its path. */
-export async function buildWorker() {
+/**
+ * Builds the client SDK (the worker serves it), then the worker: this
+ * repository's (worker/index.ts into dist/worker.js) unless `entry` names
+ * another; returns the bundle's path.
+ * @param {{ entry?: string; outfile?: string }} [target]
+ */
+export async function buildWorker(target = {}) {
+  const entry = target.entry ?? `${root}worker/index.ts`;
+  const outfile = target.outfile ?? bundlePath;
   execFileSync(process.execPath, [`${root}client-sdk/build.mjs`, "--no-types"], { stdio: ["ignore", "ignore", "inherit"] });
   await build({
-    entryPoints: [`${root}worker/index.ts`],
-    outfile: bundlePath,
+    entryPoints: [entry],
+    outfile,
     bundle: true,
     format: "esm",
     platform: "neutral",
@@ -26,7 +34,7 @@ export async function buildWorker() {
   });
   // esbuild keeps a service process (and its pipes) for further builds; the launcher makes none.
   await stop();
-  return bundlePath;
+  return outfile;
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {

@@ -1,10 +1,16 @@
 // Command line and environment of the local server launcher.
 
+import { dirname, join, resolve } from "node:path";
+
 export const USAGE = `Usage: npm start -- [options]      (or: node worker/local/server.mjs [options])
 
 Options:
+  --config PATH        the wrangler.toml of the worker to run (default: this repository's); its
+                       \`main\` is bundled with esbuild, its bindings and [vars] are bound
+  --mount PATH         where that worker mounts the fan-out app (createFanoutApp), e.g. /realtime
+                       (default /): the launcher's health and shutdown calls go there
   --var KEY=VALUE      set a var or secret; wins over the environment, .dev.vars and wrangler.toml
-  --dev-vars PATH      read vars and secrets from PATH (default: .dev.vars next to wrangler.toml)
+  --dev-vars PATH      read vars and secrets from PATH (default: .dev.vars next to the wrangler.toml)
   --no-dev-vars        read no .dev.vars file
   --gate auto|on|off   accept gate in front of workerd (default auto: on below a descriptor limit
                        of 262144; env ACCEPT_GATE). Without it the connection ceiling is a quarter
@@ -12,7 +18,7 @@ Options:
   --ceiling N          upgrades past N descriptors get 503 (env CONNECTION_CEILING); above a
                        quarter of the limit without the gate, a storm of idle connections can
                        abort workerd: for measuring capacity, not for exposure
-  --no-build           serve dist/worker.js as last built
+  --no-build           serve the worker as last built (dist/worker.js for this repository's)
   --help               print this
 
 Environment:
@@ -26,7 +32,7 @@ in \`ps\` and in npm's banner; prefer .dev.vars or the environment for them.`;
  * @param {Record<string, string | undefined>} env
  * @param {string} root repository root (with a trailing slash)
  * @returns {{ ok: true; options: {
- *   build: boolean; overrides: Record<string, string>; devVarsPath: string | null;
+ *   build: boolean; configPath: string; mount: string; overrides: Record<string, string>; devVarsPath: string | null;
  *   gate: "auto" | "on" | "off"; ceiling: number | null; port: number; host: string; dataDir: string; help: boolean;
  * } } | { ok: false; error: string }}
  */
@@ -34,7 +40,10 @@ export function parseOptions(argv, env, root) {
   /** @type {Record<string, string>} */
   const overrides = {};
   let build = true;
-  let devVarsPath = `${root}.dev.vars`;
+  let configPath = `${root}wrangler.toml`;
+  let mount = "";
+  /** @type {string | null | undefined} undefined: next to the config */
+  let devVarsPath;
   let gate = env.ACCEPT_GATE ?? "auto";
   let ceiling = env.CONNECTION_CEILING ?? null;
   let help = false;
@@ -52,6 +61,16 @@ export function parseOptions(argv, env, root) {
         i += 1;
         break;
       }
+      case "--config":
+        if (value === undefined || value.startsWith("--")) return { ok: false, error: "--config needs the path of a wrangler.toml" };
+        configPath = resolve(value);
+        i += 1;
+        break;
+      case "--mount":
+        if (value === undefined || !/^\/[A-Za-z0-9._~\/-]*$/.test(value)) return { ok: false, error: "--mount needs a path such as /realtime" };
+        mount = value.replace(/\/+$/, "");
+        i += 1;
+        break;
       case "--dev-vars":
         if (value === undefined || value.startsWith("--")) return { ok: false, error: "--dev-vars needs a path" };
         devVarsPath = value;
@@ -84,8 +103,9 @@ export function parseOptions(argv, env, root) {
   const port = Number(env.PORT ?? 8787);
   if (!Number.isInteger(port) || port < 0 || port > 65535) return { ok: false, error: "PORT must be a TCP port number" };
   const dataDir = env.DATA_DIR ?? `${root}.data`;
+  if (devVarsPath === undefined) devVarsPath = join(dirname(configPath), ".dev.vars");
   return {
     ok: true,
-    options: { build, overrides, devVarsPath, gate, ceiling: ceiling === null ? null : Number(ceiling), port, host: env.HOST ?? "127.0.0.1", dataDir, help },
+    options: { build, configPath, mount, overrides, devVarsPath, gate, ceiling: ceiling === null ? null : Number(ceiling), port, host: env.HOST ?? "127.0.0.1", dataDir, help },
   };
 }

@@ -8,6 +8,7 @@ const { unstable_readConfig } = await import(require.resolve("wrangler"));
 const config = unstable_readConfig({ config: process.argv[2] }, { hideWarnings: true });
 process.stdout.write(
   JSON.stringify({
+    main: config.main ?? null,
     compatibility_date: config.compatibility_date,
     compatibility_flags: config.compatibility_flags ?? [],
     vars: config.vars ?? {},

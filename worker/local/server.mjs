@@ -28,7 +28,8 @@ import { execFileSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { mkdirSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import { removeEmptyRoomDatabases } from "./empty-rooms.mjs";
-import { join, resolve } from "node:path";
+import { createHash } from "node:crypto";
+import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { adminClient } from "./admin.mjs";
 import { buildWorker, bundlePath, root } from "./build.mjs";
@@ -55,9 +56,20 @@ function fail(message, code = 1) {
   process.exit(code);
 }
 
-function readWranglerConfig() {
+function readWranglerConfig(configPath) {
   const script = fileURLToPath(new URL("./read-config.mjs", import.meta.url));
-  return JSON.parse(execFileSync(process.execPath, [script, `${root}wrangler.toml`], { encoding: "utf8" }));
+  return JSON.parse(execFileSync(process.execPath, [script, configPath], { encoding: "utf8" }));
+}
+
+/**
+ * What to bundle for a config, and where: this repository's worker goes to
+ * dist/worker.js; another worker (--config) to a bundle of its own.
+ */
+function bundleTarget(configPath, config) {
+  if (resolve(configPath) === resolve(`${root}wrangler.toml`)) return { entry: undefined, outfile: bundlePath };
+  if (!config.main) fail(`${configPath} names no main module`);
+  const id = createHash("sha256").update(resolve(configPath)).digest("hex").slice(0, 12);
+  return { entry: resolve(dirname(configPath), config.main), outfile: `${root}dist/worker-${id}.js` };
 }
 
 /** Earlier versions of this launcher wrote their config, secrets included, to dist/workerd-<port>.capnp. */
@@ -106,12 +118,12 @@ async function waitForHealth(admin, startId, child, deadlineMs) {
   return false;
 }
 
-function banner({ url, host, port, vars, origin, plan, dataDir, pid }) {
+function banner({ url, host, port, mount, vars, origin, plan, dataDir, pid }) {
   const keyed = typeof vars.PUBLISH_KEY === "string" && vars.PUBLISH_KEY.trim() !== "";
   const tokened = typeof vars.TOKEN_SECRET === "string" && vars.TOKEN_SECRET.trim() !== "";
   const lines = [
     `edge-fanout listening on ${url}`,
-    `  WebSocket:  ws://${host}:${port}/rooms/{room}/ws${tokened ? "?token=$(npm run -s token -- --room {room})" : ""}`,
+    `  WebSocket:  ws://${host}:${port}${mount}/rooms/{room}/ws${tokened ? "?token=$(npm run -s token -- --room {room})" : ""}`,
     `  Publish:    curl -X POST ${url}/rooms/{room}/publish${keyed ? ' -H "Authorization: Bearer $PUBLISH_KEY"' : ""} -d 'hello'`,
     `  Access:     ${describeAccess(vars, origin)}`,
     `  descriptor limit ${plan.limit}; connection ceiling ${plan.ceiling} descriptors (upgrades past it get 503)`,
@@ -147,9 +159,10 @@ async function main() {
 
   // A taken port fails the start before the slow part.
   await assertPortFree(host, port);
-  if (options.build) await buildWorker();
+  const config = readWranglerConfig(options.configPath);
+  const target = bundleTarget(options.configPath, config);
+  if (options.build) await buildWorker(target);
   removeStaleConfigs();
-  const config = readWranglerConfig();
   const { vars, origin } = loadVars(options, config.vars);
   const plan = planDescriptors(descriptorLimits(), options.gate, options.ceiling);
   mkdirSync(dataDir, { recursive: true });
@@ -169,7 +182,7 @@ async function main() {
   const startId = randomUUID();
   const encoded = await encodeWorkerdConfig(
     workerdConfig({
-      bundle: readFileSync(bundlePath, "utf8"),
+      bundle: readFileSync(target.outfile, "utf8"),
       compatibilityDate: config.compatibility_date,
       compatibilityFlags: config.compatibility_flags ?? [],
       vars: { ...vars, LOCAL_ADMIN_TOKEN: adminToken, LOCAL_START_ID: startId },
@@ -212,7 +225,7 @@ async function main() {
   if (plan.mode === "direct") publicServer.close();
 
   let stopping = false;
-  const admin = adminClient(adminPath);
+  const admin = adminClient(adminPath, options.mount);
   child.on("exit", async (code, signal) => {
     // The directory goes first: once released, the watchdog would no longer remove it if this process died now.
     privateDir.remove();
@@ -229,7 +242,7 @@ async function main() {
   // The exit handler above stops workerd on these failures.
   if (!(await waitForHealth(admin, startId, child, 20_000))) fail("workerd did not become healthy within 20 s");
   try {
-    const res = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(5000) });
+    const res = await fetch(`${url}${options.mount}/healthz`, { signal: AbortSignal.timeout(5000) });
     await res.arrayBuffer();
     if (!res.ok) throw new Error(`HTTP ${res.status}`);
   } catch (error) {
@@ -260,7 +273,7 @@ async function main() {
   void sampleLoop();
 
   // One write, so whoever waits for "listening on" also has the rest.
-  console.log(banner({ url, host, port: boundPort, vars, origin, plan, dataDir, pid: child.pid }));
+  console.log(banner({ url: `${url}${options.mount}`, host, port: boundPort, mount: options.mount, vars, origin, plan, dataDir, pid: child.pid }));
 
   const stopWorkerd = () => {
     child.kill("SIGTERM");
