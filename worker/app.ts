@@ -19,6 +19,7 @@ import { readCoordinatorConfig } from "../durable-objects/coordinator/config";
 import { shardOf, shardStub } from "../durable-objects/coordinator/shards";
 import { bodyLimits, readBody } from "./request-body";
 import { parsePresencePage } from "./presence-query";
+import { openRoomSocket } from "./placement";
 
 type AppEnv = { Bindings: Env; Variables: { limits: Limits; room: string } };
 
@@ -111,8 +112,8 @@ app.get("/rooms/:room/ws", async (c) => {
   }
   const headers = new Headers(c.req.raw.headers);
   headers.set(ROOM_NAME_HEADER, room);
-  const stub = c.env.ROOMS.get(c.env.ROOMS.idFromName(room));
-  return stub.fetch(new Request(c.req.url, { headers }));
+  // The room's own object, or one of its leaves once it is sharded (docs/sharded-rooms.md).
+  return openRoomSocket(c.env, room, c.req.url, headers);
 });
 
 app.post("/rooms/:room/publish", async (c) => {

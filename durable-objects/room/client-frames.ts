@@ -30,13 +30,13 @@ export interface ClientFrameHooks {
  */
 export class ClientFrames {
   readonly #delivery: Delivery;
-  readonly #publishing: Publishing;
+  readonly #publishing: Pick<Publishing, "publish">;
   readonly #counters: RoomCounters;
   readonly #limits: Limits;
   readonly #rate: RatePolicy;
   readonly #hooks: ClientFrameHooks;
 
-  constructor(delivery: Delivery, publishing: Publishing, counters: RoomCounters, limits: Limits, rate: RatePolicy, hooks: ClientFrameHooks) {
+  constructor(delivery: Delivery, publishing: Pick<Publishing, "publish">, counters: RoomCounters, limits: Limits, rate: RatePolicy, hooks: ClientFrameHooks) {
     this.#delivery = delivery;
     this.#publishing = publishing;
     this.#counters = counters;
