@@ -20,7 +20,11 @@ import type { LeafAddress, LeafBatch, LeafMember, LeafReport, LeafSnapshot, Leaf
 interface LeafAttachment extends SocketAttachment {
   room: string;
   leaf: number;
-  /** The leaf was level here when this was last written (once the leaf goes quiet), so a leaf woken from hibernation knows where its sockets are. */
+  /**
+   * Where the leaf stood when this was written. One socket (the holder) is rewritten after
+   * every push, so the highest mark over the open sockets is where the leaf is: a leaf woken
+   * from hibernation knows where its sockets are without asking anyone.
+   */
   mark?: { seq: number; epoch: string };
 }
 
@@ -28,8 +32,6 @@ interface LeafAttachment extends SocketAttachment {
 export const RING_MAX_BYTES = 8 * 1024 * 1024;
 /** Bytes of history a leaf asks the root for at once. */
 const FETCH_BYTES = 2 * 1024 * 1024;
-/** After this long without a push the leaf writes where it stands into its sockets' attachments (it hibernates after ~10 s idle). */
-const QUIET_MARK_MS = 3000;
 /** Reports outside pushes go out this long after a change, so a burst of connects is one report. */
 const REPORT_DELAY_MS = 200;
 /** A fetch that made no progress is retried after this long. */
@@ -37,8 +39,20 @@ const FETCH_RETRY_MS = 500;
 
 /** A leaf never stores anything: what the sweeper asks of storage has one answer. */
 const NO_STORAGE = { exists: false, latestTs: 0, newestKeyTs: () => 0 };
-/** Counters live in memory and reach the root in reports; nothing is persisted here. */
-const NO_META = { meta: () => null, setMeta: () => {} };
+/**
+ * Counters live in memory and reach the root in reports: nothing is persisted,
+ * so no write timer either (a pending timer keeps an object from hibernating,
+ * and is billed as duration).
+ */
+class LeafCounters extends RoomCounters {
+  constructor() {
+    super({ meta: () => null, setMeta: () => {} });
+  }
+
+  override changed(): void {}
+
+  override persistNow(): void {}
+}
 
 /**
  * One leaf of a sharded room (docs/sharded-rooms.md): it holds sockets, and
@@ -63,7 +77,7 @@ export class RoomLeaf extends DurableObject<Record<string, unknown>> {
   readonly #limits: Limits;
   readonly #rate: RatePolicy;
   readonly #ring: MessageRing;
-  readonly #counters = new RoomCounters(NO_META);
+  readonly #counters = new LeafCounters();
   readonly #delivery: Delivery;
   readonly #presence: Presence;
   readonly #frames: ClientFrames;
@@ -80,8 +94,8 @@ export class RoomLeaf extends DurableObject<Record<string, unknown>> {
   #roomMembers = 0;
   #syncing: Promise<void> | null = null;
   #pushes: Promise<unknown> = Promise.resolve();
-  #markTimer: ReturnType<typeof setTimeout> | null = null;
-  #marked: { seq: number; epoch: string } | null = null;
+  /** The socket whose attachment carries the leaf's mark. */
+  #markHolder: SocketState | null = null;
   #reportTimer: ReturnType<typeof setTimeout> | null = null;
   #reporting = false;
   #reportAgain = false;
@@ -110,6 +124,11 @@ export class RoomLeaf extends DurableObject<Record<string, unknown>> {
         },
         left: (state) => {
           this.#presence.leave(state, Date.now());
+          // The mark moves to another socket before this one's attachment is gone.
+          if (state === this.#markHolder) {
+            this.#markHolder = null;
+            this.#writeMark();
+          }
           this.#reportSoon();
         },
         released: (ws, state) => this.#presence.refresh(ws, state),
@@ -299,8 +318,9 @@ export class RoomLeaf extends DurableObject<Record<string, unknown>> {
         this.#roomMembers = batch.members;
         this.#presence.countChanged();
       }
+      const before = this.#ring.seq;
       await this.#apply(batch.lost, batch.messages, Date.now());
-      this.#armMark();
+      if (this.#ring.seq !== before) this.#writeMark();
       return this.#takeReport(batch.full);
     });
   }
@@ -373,9 +393,8 @@ export class RoomLeaf extends DurableObject<Record<string, unknown>> {
       this.#delivery.join(ws, state, now);
       this.#presence.restore(state);
     }
-    // Without a mark (the sockets that held it are gone) the root says where the leaf is, on first use.
+    // Without a mark (no socket holds one) the root says where the leaf is, on first use.
     if (mark) this.#restart({ epoch: mark.epoch, seq: mark.seq, members: this.#members.size }, false);
-    this.#marked = mark;
   }
 
   /**
@@ -393,6 +412,7 @@ export class RoomLeaf extends DurableObject<Record<string, unknown>> {
     this.#delivery.reset();
     this.#roomMembers = start.members;
     this.#known = true;
+    this.#writeMark();
   }
 
   /** Makes sure the leaf knows where the room stands, asking the root once however many callers wait. */
@@ -541,23 +561,30 @@ export class RoomLeaf extends DurableObject<Record<string, unknown>> {
     }, REPORT_DELAY_MS);
   }
 
-  /** Once pushes stop, writes where the leaf stands into its sockets' attachments, before it can hibernate. */
-  #armMark(): void {
-    if (this.#markTimer !== null) clearTimeout(this.#markTimer);
-    this.#markTimer = setTimeout(() => {
-      this.#markTimer = null;
-      const mark = { seq: this.#ring.seq, epoch: this.#epoch };
-      if (this.#marked && this.#marked.seq === mark.seq && this.#marked.epoch === mark.epoch) return;
-      this.#marked = mark;
-      for (const [ws, state] of this.#delivery.entries()) {
-        (state.attachment as LeafAttachment).mark = mark;
-        try {
-          ws.serializeAttachment(state.attachment);
-        } catch {
-          // A socket closing meanwhile keeps its old mark; the others carry this one.
-        }
+  /** Writes where the leaf stands into the holder socket's attachment (one write per push, however many sockets). */
+  #writeMark(): void {
+    if (!this.#known) return;
+    let holder: [WebSocket, SocketState] | undefined;
+    for (const entry of this.#delivery.entries()) {
+      if (this.#markHolder === null || entry[1] === this.#markHolder) {
+        holder = entry;
+        break;
       }
-    }, QUIET_MARK_MS);
+    }
+    // The holder left without the hook running (it cannot): start over with the first socket.
+    holder ??= this.#delivery.entries().next().value;
+    if (!holder) {
+      this.#markHolder = null;
+      return;
+    }
+    const [ws, state] = holder;
+    this.#markHolder = state;
+    (state.attachment as LeafAttachment).mark = { seq: this.#ring.seq, epoch: this.#epoch };
+    try {
+      ws.serializeAttachment(state.attachment);
+    } catch {
+      // Closing meanwhile: its leave moves the mark on.
+    }
   }
 
   /** Pushes run one after another, in arrival order, even when one waits for a fetch. */
