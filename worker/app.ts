@@ -19,6 +19,7 @@ import { readCoordinatorConfig } from "../durable-objects/coordinator/config";
 import { shardOf, shardStub } from "../durable-objects/coordinator/shards";
 import { bodyLimits, readBody } from "./request-body";
 import { parsePresencePage } from "./presence-query";
+import { openRoomSocket } from "./placement";
 
 /** The fan-out app's Hono environment: its bindings, and what its middleware sets for the routes. */
 export type FanoutAppEnv = { Bindings: Env; Variables: { limits: Limits; room: string } };
@@ -146,8 +147,8 @@ export function createFanoutApp(options: FanoutAppOptions = {}): Hono<FanoutAppE
     }
     const headers = new Headers(c.req.raw.headers);
     headers.set(ROOM_NAME_HEADER, room);
-    const stub = c.env.ROOMS.get(c.env.ROOMS.idFromName(room));
-    return stub.fetch(new Request(c.req.url, { headers }));
+    // The room's own object, or one of its leaves once it is sharded (docs/sharded-rooms.md).
+    return openRoomSocket(c.env, room, c.req.url, headers);
   });
 
   app.post("/rooms/:room/publish", async (c) => {

@@ -1,10 +1,13 @@
 import type { Coordinator } from "../durable-objects/coordinator/coordinator";
+import type { RoomLeaf } from "../durable-objects/leaf/leaf";
 import type { Room } from "../durable-objects/room/room";
 
 /** Bindings and vars the worker and its objects receive (see wrangler.toml). */
 export interface Env {
   ROOMS: DurableObjectNamespace<Room>;
   COORDINATOR: DurableObjectNamespace<Coordinator>;
+  /** Leaf objects of sharded rooms (docs/sharded-rooms.md), named `<room>/<index>`. */
+  LEAVES: DurableObjectNamespace<RoomLeaf>;
   /** Every limit var is optional; absent ones fall back to DEFAULTS in the protocol module. */
   [name: string]: unknown;
   /** Set only by the local server launcher: enables the loopback admin routes under /__local. */

@@ -7,7 +7,11 @@
  *   (`onConnect`, `beforePublish`, `onClientFrame`, `onClose`) to add your own
  *   logic, then bind your subclass as `ROOMS`;
  * - `Coordinator` is the live-room registry and broadcast object: re-export
- *   it from your worker and bind it as `COORDINATOR`.
+ *   it from your worker and bind it as `COORDINATOR`;
+ * - `RoomLeaf` holds sockets of rooms past ROOM_SHARD_SOCKETS: bind it as
+ *   `LEAVES` to let rooms grow past one object (docs/sharded-rooms.md). A
+ *   room whose class overrides onConnect, onClientFrame or onClose keeps all
+ *   its sockets in its own object, so it does not need it.
  *
  * The README's "Add fan-out to your own worker" and docs/hooks.md show the
  * whole setup; examples/chat is a complete worker that uses it.
@@ -30,6 +34,7 @@ export { createFanoutApp, type FanoutAppOptions, type FanoutAppEnv } from "./app
 export type { Env as FanoutEnv } from "./env";
 export { Room, type PublishOptions, type PublishOutcome, type PublishRefused, type PublishResult } from "../durable-objects/room/room";
 export { Coordinator } from "../durable-objects/coordinator/coordinator";
+export { RoomLeaf } from "../durable-objects/leaf/leaf";
 export type {
   ClientFrame,
   CloseInfo,

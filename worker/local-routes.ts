@@ -34,6 +34,14 @@ localRoutes.post("/pressure", async (c) => {
 
 localRoutes.get("/admission", (c) => c.json(admissionSnapshot()));
 
+/** Aborts one leaf of a sharded room as a crash would (fault tests): `{"room", "index"}`. */
+localRoutes.post("/leaf-abort", async (c) => {
+  const { room, index } = await c.req.json<{ room: string; index: number }>();
+  if (typeof room !== "string" || !Number.isSafeInteger(index)) return jsonError(c, 400, "bad_request", "room and index");
+  const aborted = await c.env.ROOMS.get(c.env.ROOMS.idFromName(room)).abortLeaf(index);
+  return c.json({ aborted });
+});
+
 /**
  * Refuses every further upgrade (503, Retry-After), then closes every socket of
  * every room this process served with 1012, so clients resume elsewhere. The

@@ -48,6 +48,15 @@ export const DEFAULTS = {
   PRESENCE_MAX_MEMBERS: 100,
   /** Above PRESENCE_MAX_MEMBERS, the count is sent at most this often (and only when it changed). */
   PRESENCE_COUNT_INTERVAL_MS: 1000,
+  /**
+   * Sockets one object of a room takes before the next socket goes to a leaf object of the
+   * room (docs/sharded-rooms.md): the root's own share, and each leaf's. 0 = never shard.
+   */
+  ROOM_SHARD_SOCKETS: 3000,
+  /** Leaf objects one room may open; with ROOM_SHARD_SOCKETS it bounds a room's sockets. */
+  ROOM_MAX_LEAVES: 64,
+  /** A leaf that has had no socket for this long is retired (the root stops pushing to it). */
+  ROOM_LEAF_RETIRE_MS: 30_000,
 } as const;
 
 export type LimitName = keyof typeof DEFAULTS;
@@ -59,6 +68,13 @@ export const MAX_BROADCAST_ROOMS = 10_000;
 export const MAX_SHARDS = 1024;
 /** Upper bound on PRESENCE_MAX_MEMBERS. */
 export const MAX_PRESENCE_MEMBERS = 1000;
+/**
+ * Upper bound on ROOM_MAX_LEAVES: the root pushes every flush to each leaf, one RPC apiece,
+ * so K leaves are K subrequests per flush (docs/sharded-rooms.md, limits).
+ */
+export const MAX_ROOM_LEAVES = 1000;
+/** Upper bound on ROOM_SHARD_SOCKETS: the platform's 32,768 hibernatable sockets per object, with a margin. */
+export const MAX_SHARD_SOCKETS = 32_000;
 
 /**
  * Largest connection data a room's hooks may attach to a socket (onConnect,
@@ -82,6 +98,9 @@ const BOUNDS: Partial<Record<LimitName, readonly [min: number, max: number]>> = 
   BROADCAST_MAX_ROOMS: [1, MAX_BROADCAST_ROOMS],
   // A snapshot lists every member: 1,000 members of up to ~1.3 KB each is already a 1.3 MB frame.
   PRESENCE_MAX_MEMBERS: [0, MAX_PRESENCE_MEMBERS],
+  ROOM_SHARD_SOCKETS: [0, MAX_SHARD_SOCKETS],
+  ROOM_MAX_LEAVES: [1, MAX_ROOM_LEAVES],
+  ROOM_LEAF_RETIRE_MS: [0, 3_600_000],
 };
 
 /** Access control. An absent or empty secret switches its check off (open mode). */

@@ -436,6 +436,34 @@ export interface RoomStats extends RoomCounterValues {
   windowCap: number;
   /** When the current instance of the room started (it restarts after hibernation). */
   instanceStartedAt: number;
+  /**
+   * A sharded room (docs/sharded-rooms.md): the sockets on the root itself; `connections`,
+   * `behind` and the window figures above are totals over the root and every leaf.
+   */
+  rootConnections?: number;
+  /** A sharded room: each leaf object, asked when the stats were read. */
+  leaves?: RoomLeafStats[];
+}
+
+/** One leaf object of a sharded room, in `GET /rooms/{room}`. */
+export interface RoomLeafStats {
+  index: number;
+  connections: number;
+  /** Members with a socket on this leaf (a member with tabs on two leaves counts on both; the room's `members` counts it once). */
+  members: number;
+  behind: number;
+  /** The leaf is level with the room up to this seq. */
+  seq: number;
+  windowBytesInFlight: number;
+  windowBytesMax: number;
+  /** Messages and bytes the leaf keeps for its sockets' resumes and catch-up. */
+  ringMessages: number;
+  ringBytes: number;
+  instanceStartedAt: number;
+  /** This leaf instance's counters (they are also in the room's). */
+  counters: RoomCounterValues;
+  /** False when the leaf did not answer in time: its figures are then the root's last report. */
+  reachable: boolean;
 }
 
 /** One live room in a `GET /rooms` answer. */

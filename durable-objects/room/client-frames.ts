@@ -13,9 +13,17 @@ import { logEvent } from "../../worker/log";
 import type { RoomCounters } from "./counters";
 import type { Delivery } from "./delivery";
 import type { FrameHooks } from "./hook-runner";
-import type { Publishing } from "./publishing";
+import type { PublishOutcome } from "./publishing";
 import type { RatePolicy, SocketState } from "./socket-state";
 import { utf8Length } from "../../worker/utf8";
+
+/**
+ * Where a socket's publishes go: the room's own Publishing, or, for a socket
+ * on a leaf of a sharded room, the root (whose beforePublish may refuse).
+ */
+export interface FramePublisher {
+  publish(dataJson: string): Promise<PublishOutcome>;
+}
 
 export interface ClientFrameHooks {
   roomName(): string;
@@ -44,7 +52,7 @@ export interface ClientFrameHooks {
  */
 export class ClientFrames {
   readonly #delivery: Delivery;
-  readonly #publishing: Publishing;
+  readonly #publishing: FramePublisher;
   readonly #counters: RoomCounters;
   readonly #limits: Limits;
   readonly #rate: RatePolicy;
@@ -53,7 +61,7 @@ export class ClientFrames {
 
   constructor(
     delivery: Delivery,
-    publishing: Publishing,
+    publishing: FramePublisher,
     counters: RoomCounters,
     limits: Limits,
     rate: RatePolicy,
@@ -137,7 +145,13 @@ export class ClientFrames {
     }
     let seq: number;
     try {
-      seq = (await this.#publishing.publish(json)).seq;
+      const outcome = await this.#publishing.publish(json);
+      // Refused by the root's beforePublish (a socket on a leaf of a sharded room).
+      if ("refused" in outcome) {
+        this.#answer(ws, state, { type: "error", code: outcome.refused.error, message: outcome.refused.message, id: frame.id });
+        return;
+      }
+      seq = outcome.seq;
     } catch {
       this.#answer(ws, state, { type: "error", code: "internal", message: "the message could not be stored", id: frame.id });
       return;

@@ -73,11 +73,11 @@ interface Stored {
 export class RoomCounters {
   readonly values: RoomCounterValues;
   readonly #reported: RoomCounterValues;
-  readonly #history: History;
+  readonly #history: Pick<History, "meta" | "setMeta">;
   #lastPersist = 0;
   #timer: ReturnType<typeof setTimeout> | null = null;
 
-  constructor(history: History) {
+  constructor(history: Pick<History, "meta" | "setMeta">) {
     this.#history = history;
     const stored = history.meta(META_KEY);
     const parsed = stored ? (JSON.parse(stored) as Partial<Stored>) : {};

@@ -3,6 +3,9 @@ import { logEvent } from "../../worker/log";
 import type { RoomCounters } from "./counters";
 import { cutFrame, type BatchLimits, type Frame } from "./frames";
 import type { History } from "./history";
+
+/** Where catch-up reads from: the room's history, or a leaf's ring of recent messages (docs/sharded-rooms.md). */
+export type MessageSource = Pick<History, "seq" | "read">;
 import type { AckVerdict, SocketState } from "./socket-state";
 
 export interface DeliveryOptions {
@@ -56,7 +59,7 @@ export interface DeliveryHooks {
  */
 export class Delivery {
   readonly #sockets = new Map<WebSocket, SocketState>();
-  readonly #history: History;
+  readonly #history: MessageSource;
   readonly #counters: RoomCounters;
   readonly #options: DeliveryOptions;
   readonly #hooks: DeliveryHooks;
@@ -65,7 +68,7 @@ export class Delivery {
   #behind = 0;
   #graceTimer: ReturnType<typeof setTimeout> | null = null;
 
-  constructor(history: History, counters: RoomCounters, options: DeliveryOptions, hooks: DeliveryHooks) {
+  constructor(history: MessageSource, counters: RoomCounters, options: DeliveryOptions, hooks: DeliveryHooks) {
     this.#history = history;
     this.#counters = counters;
     this.#options = options;

@@ -16,6 +16,13 @@ export const MEMBER_INFO_HEADER = "x-member-info";
 /** "true" when a token vouches for the member id, "false" for a self-chosen name. */
 export const MEMBER_VERIFIED_HEADER = "x-member-verified";
 
+/** Which leaf of a sharded room the socket is for (docs/sharded-rooms.md), on upgrades the edge sends to a leaf. */
+export const LEAF_INDEX_HEADER = "x-leaf-index";
+/** On an upgrade the edge sends the root after a leaf refused it as full: `<index>:<sockets>`. */
+export const LEAF_FULL_HEADER = "x-leaf-full";
+/** On the root's answer to an upgrade: the body is a placement (which leaves take sockets), not a socket. */
+export const PLACEMENT_HEADER = "x-leaf-placement";
+
 /** Every header only the edge may set: the worker deletes these from what clients send. */
 export const EDGE_HEADERS = [
   ROOM_NAME_HEADER,
@@ -24,4 +31,6 @@ export const EDGE_HEADERS = [
   MEMBER_ID_HEADER,
   MEMBER_INFO_HEADER,
   MEMBER_VERIFIED_HEADER,
+  LEAF_INDEX_HEADER,
+  LEAF_FULL_HEADER,
 ] as const;

@@ -41,7 +41,7 @@ export type ConnectOutcome =
 export type PublishCheck = { ok: true; dataJson: string } | { ok: false; refusal: PublishRefused };
 
 /** Where a publish is checked from, before it has a connection view. */
-export type PublishOrigin = { kind: "socket"; ws: WebSocket; state: SocketState } | { kind: "http" } | { kind: "broadcast" };
+export type PublishOrigin = { kind: "socket"; ws: WebSocket; state: SocketState } | { kind: "http" } | { kind: "broadcast" } | { kind: "leaf" };
 
 export interface HookRunnerOptions {
   /** MAX_MESSAGE_BYTES: a transformed message must fit it too. */
@@ -89,6 +89,16 @@ export interface FrameHooks {
  * - `onClose` runs after the socket's waiting frames, never inside the
  *   delivery engine's loops (it is scheduled, not called, when a socket leaves).
  */
+/** The frame hooks of an object that runs none (a leaf of a sharded room: its root checks publishes). */
+export const NO_FRAME_HOOKS: FrameHooks = {
+  checksPublishes: false,
+  handlesClientFrames: false,
+  ordersFrames: false,
+  checkPublish: async (dataJson) => ({ ok: true, dataJson }),
+  clientFrame: async () => false,
+  inOrder: () => null,
+};
+
 export class HookRunner<Data extends object = JsonObject> implements FrameHooks {
   readonly #hooks: RoomHookSet<Data>;
   readonly #room: ConnectionRoom;

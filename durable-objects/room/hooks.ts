@@ -146,7 +146,13 @@ export type PublishSource<Data extends object = JsonObject> =
   /** `POST /rooms/{room}/publish`, with the publish key when one is set. */
   | { readonly kind: "http" }
   /** `POST /broadcast`, delivered to this room by a coordinator shard. */
-  | { readonly kind: "broadcast" };
+  | { readonly kind: "broadcast" }
+  /**
+   * A socket on a leaf object of a sharded room (docs/sharded-rooms.md). Its
+   * connection lives in the leaf, so there is none here; a room with
+   * connection hooks never shards, so its sockets are always `"socket"`.
+   */
+  | { readonly kind: "leaf" };
 
 /** A message about to be published: `beforePublish` sees it before it has a seq. */
 export interface PublishRequest<Data extends object = JsonObject> {

@@ -23,6 +23,24 @@ export interface PresenceSink {
   /** `events` presence events went out (for the room's counters). */
   counted(events: number): void;
   roomName(): string | null;
+  /**
+   * In a room spread over several objects (docs/sharded-rooms.md): the room's member count
+   * over all of them, which events carry instead of this object's own. Absent or null: this
+   * object's count.
+   */
+  roomCount?(): number | null;
+  /** True while sockets get counts only, whatever the count: the room's members sit on several objects. */
+  countsOnly?(): boolean;
+  /** A member appeared here, its connections here changed, or it left (null, after the leave delay). */
+  memberChanged?(id: string, member: MemberView | null): void;
+}
+
+/** What this object knows of one member. */
+export interface MemberView {
+  info: string | undefined;
+  verified: boolean;
+  /** Its sockets on this object (0 during the leave delay: still a member). */
+  connections: number;
 }
 
 interface Member {
@@ -77,7 +95,17 @@ export class Presence {
 
   /** Members in the room (a member in its leave delay still counts: it has not left yet). */
   get count(): number {
-    return this.#members.size;
+    return this.#sink.roomCount?.() ?? this.#members.size;
+  }
+
+  /** The room-wide count changed on another object: sockets hear of it as of any count change. */
+  countChanged(): void {
+    if (!this.#lists()) this.#scheduleCount();
+  }
+
+  /** Every socket gets a fresh picture (the room went from one object to several, or back). */
+  resync(): void {
+    this.#resync(null);
   }
 
   /** A socket that was already in the room when it woke: it counts, nobody is told. */
@@ -87,6 +115,7 @@ export class Presence {
     const member = this.#members.get(identity.id);
     if (member) member.connections += 1;
     else this.#members.set(identity.id, { info: identity.info, verified: identity.verified, connections: 1, leftAt: null });
+    this.#changed(identity.id);
   }
 
   /** A socket joined: it gets the picture; the others hear of a new member. */
@@ -98,8 +127,10 @@ export class Presence {
         // Another tab, or back within the leave delay: no event either way.
         member.connections += 1;
         member.leftAt = null;
+        this.#changed(identity.id);
       } else {
         this.#members.set(identity.id, { info: identity.info, verified: identity.verified, connections: 1, leftAt: null });
+        this.#changed(identity.id);
         this.#announceJoin(identity.id, ws);
       }
     }
@@ -113,6 +144,7 @@ export class Presence {
     const member = this.#members.get(identity.id);
     if (!member) return;
     member.connections = Math.max(0, member.connections - 1);
+    this.#changed(identity.id);
     if (member.connections > 0) return;
     member.leftAt = now;
     this.#armLeaveTimer(this.#options.leaveDelayMs);
@@ -122,7 +154,7 @@ export class Presence {
   snapshot(ws: WebSocket, state: SocketState): void {
     const tag = this.#tags.next();
     const event: PresenceEvent =
-      this.count <= this.#options.maxMembers
+      this.#lists()
         ? { type: "presence", action: "sync", count: this.count, members: this.#list(), tag }
         : { type: "presence", action: "sync", count: this.count, tag };
     const text = JSON.stringify(event);
@@ -151,6 +183,18 @@ export class Presence {
 
   // -------------------------------------------------------------------------
 
+  /** Whether sockets get members (lists, joins, leaves) rather than counts only. */
+  #lists(count = this.count): boolean {
+    return count <= this.#options.maxMembers && !(this.#sink.countsOnly?.() ?? false);
+  }
+
+  #changed(id: string): void {
+    const hook = this.#sink.memberChanged;
+    if (!hook) return;
+    const member = this.#members.get(id);
+    hook.call(this.#sink, id, member ? { info: member.info, verified: member.verified, connections: member.connections } : null);
+  }
+
   #list(): PresenceMember[] {
     return [...this.#members].map(([id, member]) => this.#describe(id, member));
   }
@@ -164,11 +208,12 @@ export class Presence {
   #announceJoin(id: string, joining: WebSocket): void {
     const count = this.count;
     const max = this.#options.maxMembers;
-    if (count <= max) {
+    const countsOnly = this.#sink.countsOnly?.() ?? false;
+    if (this.#lists(count)) {
       const tag = this.#tags.next();
       const event: PresenceEvent = { type: "presence", action: "join", count, member: this.#describe(id, this.#members.get(id) as Member), tag };
       this.#broadcast(JSON.stringify(event), tag, joining);
-    } else if (count === max + 1) {
+    } else if (count === max + 1 && !countsOnly) {
       // Past the cap: everyone switches to counts, starting from a picture that has only the count.
       this.#resync(joining);
     } else {
@@ -179,11 +224,12 @@ export class Presence {
   #announceLeave(id: string): void {
     const count = this.count;
     const max = this.#options.maxMembers;
-    if (count < max) {
+    const countsOnly = this.#sink.countsOnly?.() ?? false;
+    if (count < max && !countsOnly) {
       const tag = this.#tags.next();
       const event: PresenceEvent = { type: "presence", action: "leave", count, member: { id }, tag };
       this.#broadcast(JSON.stringify(event), tag, null);
-    } else if (count === max) {
+    } else if (count === max && !countsOnly) {
       // Back under the cap: everyone gets the members again.
       this.#resync(null);
     } else {
@@ -222,7 +268,7 @@ export class Presence {
     this.#countTimer = setTimeout(() => {
       this.#countTimer = null;
       try {
-        if (this.count <= this.#options.maxMembers || this.count === this.#countSent) return;
+        if (this.#lists() || this.count === this.#countSent) return;
         this.#countSent = this.count;
         this.#countSentAt = Date.now();
         const tag = this.#tags.next();
@@ -257,6 +303,7 @@ export class Presence {
         continue;
       }
       this.#members.delete(id);
+      this.#changed(id);
       this.#announceLeave(id);
     }
     if (next !== Number.POSITIVE_INFINITY) this.#armLeaveTimer(next - now);

@@ -8,7 +8,10 @@ import { messageEvent, TagSource, type Message } from "./message";
 
 export interface PublishResult {
   seq: number;
-  /** Sockets the message was sent to live (sockets catching up get it from history). */
+  /**
+   * Sockets the message was sent to live (sockets catching up get it from history); in a
+   * sharded room, plus the sockets of the leaves it was pushed to, as of their last reports.
+   */
   recipients: number;
   /** True when the idempotency key was already published; nothing was sent again. */
   duplicate: boolean;
@@ -16,8 +19,11 @@ export interface PublishResult {
 
 export interface PublishOptions {
   idempotencyKey?: string;
-  /** Who publishes, as the room's beforePublish hook is told: an HTTP publish (the default) or a broadcast. */
-  source?: "http" | "broadcast";
+  /**
+   * Who publishes, as the room's beforePublish hook is told: an HTTP publish
+   * (the default), a broadcast, or a socket on one of the room's leaves.
+   */
+  source?: "http" | "broadcast" | "leaf";
 }
 
 /**
@@ -64,6 +70,7 @@ export class Publishing {
   readonly #limits: Limits;
   readonly #batch: BatchLimits;
   readonly #afterFlush: (now: number) => void;
+  readonly #beforeFanOut: ((messages: readonly Message[]) => number) | undefined;
   readonly #tags = new TagSource();
   /** Highest seq handed out; ahead of the stored seq by what is pending. */
   #assigned: number;
@@ -78,6 +85,8 @@ export class Publishing {
     counters: RoomCounters,
     limits: Limits,
     afterFlush: (now: number) => void,
+    /** A sharded room's leaves get each stored flush before the room's own sockets; returns the sockets they hold. */
+    beforeFanOut?: (messages: readonly Message[]) => number,
   ) {
     this.#history = history;
     this.#delivery = delivery;
@@ -85,6 +94,7 @@ export class Publishing {
     this.#limits = limits;
     this.#batch = { maxBytes: limits.BATCH_MAX_BYTES, maxEvents: limits.BATCH_MAX_EVENTS };
     this.#afterFlush = afterFlush;
+    this.#beforeFanOut = beforeFanOut;
     this.#assigned = history.seq;
   }
 
@@ -171,6 +181,7 @@ export class Publishing {
     const counters = this.#counters.values;
     counters.published += pending.length;
     counters.historyRowsWritten += rows.length;
+    const remote = this.#beforeFanOut?.(pending.map((p) => p.message)) ?? 0;
     const runs: Run[] = pending.map((p) => runOf(p.message));
     let row = 0;
     for (let start = 0; start < runs.length; ) {
@@ -178,7 +189,7 @@ export class Publishing {
       // The row that holds the frame's first message: where a socket that cannot take it starts catching up.
       while ((rows[row] as { last: number }).last < frame.firstSeq) row += 1;
       const sentTo = this.#delivery.fanOut(frame, (rows[row] as { row: number }).row, now);
-      for (let i = start; i < end; i++) (pending[i] as Pending).recipients = sentTo;
+      for (let i = start; i < end; i++) (pending[i] as Pending).recipients = sentTo + remote;
       start = end;
     }
     this.#afterFlush(now);

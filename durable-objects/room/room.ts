@@ -5,12 +5,14 @@ import { registrationFor, type RoomRegistration } from "../coordinator/registrat
 import { logEvent } from "../../worker/log";
 import { utf8Length } from "../../worker/utf8";
 import { closedSocketAnswer, refusesWithClose } from "../../worker/auth/socket-refusal";
+import type { LeafAddress, LeafHistory, LeafReport, LeafStart } from "../leaf/rpc";
+import type { RoomLeaf } from "../leaf/leaf";
 import { ClientFrames } from "./client-frames";
 import { memberView, type RoomConnection } from "./connection";
 import { deepFreeze } from "./connection-data";
-import { RoomCounters } from "./counters";
+import { addCounters, RoomCounters } from "./counters";
 import { Delivery } from "./delivery";
-import { CAN_PUBLISH_HEADER, EDGE_HEADERS, ROOM_NAME_HEADER, TOKEN_EXPIRES_HEADER } from "./headers";
+import { CAN_PUBLISH_HEADER, EDGE_HEADERS, LEAF_FULL_HEADER, ROOM_NAME_HEADER, TOKEN_EXPIRES_HEADER } from "./headers";
 import { History } from "./history";
 import { HookRunner, type ConnectOutcome, type RoomHookSet } from "./hook-runner";
 import type {
@@ -23,6 +25,8 @@ import type {
   PublishDecision,
   PublishRequest,
 } from "./hooks";
+import { historyMessages, Leaves } from "./leaves";
+import { RoomMembers } from "./room-members";
 import { memberFromHeaders } from "./member";
 import { Presence, type PresencePage } from "./presence";
 import { Publishing, type PublishOptions, type PublishOutcome, type PublishRefused, type PublishResult } from "./publishing";
@@ -47,7 +51,10 @@ type Awaitable<T> = T | Promise<T>;
  *   level with the room, catch-up from history for sockets behind;
  * - `ClientFrames` handles what clients send (acks, publishes);
  * - `Presence` knows who is in the room, from the sockets' identities;
- * - `Sweeper` reaps idle sockets and gives an unused room's storage back.
+ * - `Sweeper` reaps idle sockets and gives an unused room's storage back;
+ * - `Leaves`, past ROOM_SHARD_SOCKETS, spreads further sockets over leaf
+ *   objects and pushes each flush to them, with `RoomMembers` counting
+ *   members over all of them (docs/sharded-rooms.md).
  *
  * **Your own logic** goes in a subclass that overrides the hooks below
  * (`onConnect`, `beforePublish`, `onClientFrame`, `onClose`; docs/hooks.md),
@@ -83,10 +90,14 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
   readonly #presence: Presence;
   readonly #sweeper: Sweeper;
   readonly #hooks: HookRunner<Data>;
+  readonly #members: RoomMembers;
+  readonly #leaves: Leaves;
   readonly #instanceStartedAt = Date.now();
   #name: string | null;
   /** Whether this instance has told the directory that the room holds storage. */
   #listed = false;
+  /** Whether the room (its own sockets and its leaves') was last reported as having sockets. */
+  #occupied = false;
 
   constructor(ctx: DurableObjectState, env: E) {
     super(ctx, env);
@@ -111,16 +122,51 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
       },
       {
         roomName,
-        occupancyChanged: (connections) => {
-          if (this.#name) this.#registration.occupancyChanged(this.#name, connections, this.#presence.count);
-          if (connections === 0) this.#background(this.#sweeper.ensureAlarm());
-        },
+        occupancyChanged: () => this.#occupancyChanged(),
         left: (ws, state, cause) => {
           this.#presence.leave(state, Date.now());
           if (this.#hooks.watchesCloses) this.#background(this.#hooks.closed(ws, state, cause));
         },
         released: (ws, state) => this.#presence.refresh(ws, state),
       },
+    );
+    const hookSet = this.#overriddenHooks();
+    this.#members = new RoomMembers(() => {
+      this.#leaves.membersChanged();
+      if (this.#leaves.sharded) this.#presence.countChanged();
+    });
+    this.#leaves = new Leaves(
+      {
+        // Connection hooks run where the sockets are, in this object: a room that has them keeps
+        // every socket here (up to MAX_SOCKETS_PER_ROOM) rather than on leaves (docs/hooks.md).
+        shardSockets: hookSet.onConnect || hookSet.onClientFrame || hookSet.onClose ? 0 : limits.ROOM_SHARD_SOCKETS,
+        maxLeaves: limits.ROOM_MAX_LEAVES,
+        maxSocketsPerObject: limits.MAX_SOCKETS_PER_ROOM,
+        countIntervalMs: limits.PRESENCE_COUNT_INTERVAL_MS,
+        retireAfterMs: limits.ROOM_LEAF_RETIRE_MS,
+      },
+      {
+        roomName,
+        namespace: () => ((env as Record<string, unknown>).LEAVES as DurableObjectNamespace<RoomLeaf> | undefined) ?? null,
+        epoch: () => this.#history.issueEpoch(),
+        latest: () => this.#delivery.flushedSeq,
+        members: () => this.#presence.count,
+        read: (from, budget) => {
+          const read = historyMessages(this.#history, from, budget, this.#delivery.flushedSeq);
+          this.#counters.values.historyRowsRead += read.rowsRead;
+          return read;
+        },
+        saveDirectory: (indices) => this.#history.setMeta("leaves", JSON.stringify(indices)),
+        connectionsChanged: () => this.#occupancyChanged(),
+        membersReported: (index, members, full) => (full ? this.#members.replaceLeaf(index, members) : this.#members.setLeaf(index, members)),
+        leafDropped: (index) => this.#members.dropLeaf(index),
+        countersReported: (delta) => {
+          addCounters(this.#counters.values, delta);
+          this.#counters.changed();
+        },
+        shardedChanged: () => this.#presence.resync(),
+      },
+      this.#history.meta("leaves"),
     );
     this.#presence = new Presence(
       {
@@ -138,23 +184,38 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
           this.#counters.values.presenceEvents += events;
           this.#counters.changed();
         },
+        // Sharded: events carry the room's count over every object, and are counts only.
+        roomCount: () => (this.#leaves.sharded ? this.#members.count : null),
+        countsOnly: () => this.#leaves.sharded,
+        memberChanged: (id, view) => this.#members.setLocal(id, view),
       },
     );
+    // The room is live while it has sockets anywhere: on itself or on its leaves.
+    const delivery = this.#delivery;
+    const leaves = this.#leaves;
+    const sockets = {
+      get size() {
+        return delivery.size + leaves.connections;
+      },
+      entries: () => delivery.entries(),
+      close: (ws: WebSocket, code: number, reason: string) => delivery.close(ws, code, reason),
+    };
     this.#sweeper = new Sweeper(
       ctx,
-      this.#delivery,
+      sockets,
       this.#history,
       this.#counters,
       { idleTimeoutMs: limits.IDLE_TIMEOUT_SECONDS * 1000, historyMaxAgeMs: limits.HISTORY_MAX_AGE_SECONDS * 1000 },
       {
         roomName,
         heartbeat: () => {
-          if (this.#name) this.#registration.heartbeat(this.#name, this.#delivery.size, this.#presence.count);
+          if (this.#name) this.#registration.heartbeat(this.#name, this.#connections(), this.#presence.count);
         },
         reportEmpty: () => {
           if (this.#name) this.#registration.occupancyChanged(this.#name, 0, this.#presence.count);
         },
-        quiet: () => this.#counters.unreported() === null,
+        // Leaves are retired before the room's storage goes (their directory is in it).
+        quiet: () => this.#counters.unreported() === null && this.#leaves.size === 0,
         reclaimed: async () => {
           this.#history.reset();
           this.#counters.reset();
@@ -165,13 +226,20 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
         },
       },
     );
-    this.#publishing = new Publishing(this.#history, this.#delivery, this.#counters, limits, (now) => {
-      this.#sweeper.maybeSweep(now);
-      // A room published into with nobody listening still needs its alarm, to give its storage back later.
-      if (this.#delivery.size === 0) this.#background(this.#sweeper.ensureAlarm());
-    });
+    this.#publishing = new Publishing(
+      this.#history,
+      this.#delivery,
+      this.#counters,
+      limits,
+      (now) => {
+        this.#sweeper.maybeSweep(now);
+        // A room published into with nobody listening still needs its alarm, to give its storage back later.
+        if (this.#delivery.size === 0) this.#background(this.#sweeper.ensureAlarm());
+      },
+      (messages) => this.#leaves.push(messages),
+    );
     this.#hooks = new HookRunner<Data>(
-      this.#overriddenHooks(),
+      hookSet,
       { delivery: this.#delivery, roomName: () => this.#name ?? "", maxEventBytes: limits.MAX_MESSAGE_BYTES },
       { maxMessageBytes: limits.MAX_MESSAGE_BYTES, count: (reason) => this.#counters.refused(reason) },
     );
@@ -203,6 +271,8 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
         this.#presence.restore(state);
       }
     }
+    // Leaves found in the directory: each is asked for its sockets and members.
+    this.#leaves.wake();
   }
 
   // -------------------------------------------------------------------------
@@ -294,6 +364,9 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
     try {
       this.#learnName(request.headers.get(ROOM_NAME_HEADER));
       await this.#list();
+      // Past ROOM_SHARD_SOCKETS of its own, the room hands the edge a placement on its leaves.
+      const placement = await this.#leaves.place(this.#delivery.size, request.headers.get(LEAF_FULL_HEADER));
+      if (placement) return placement;
       const url = new URL(request.url);
       const since = parseSeqParam(url.searchParams.get("since"));
       const epoch = url.searchParams.get("epoch");
@@ -377,6 +450,33 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
   }
 
   // -------------------------------------------------------------------------
+  // Leaves (RPC from the room's leaf objects; docs/sharded-rooms.md)
+  // -------------------------------------------------------------------------
+
+  /** A leaf that does not know where the room stands: where it is level, and the room's epoch and member count. */
+  async leafSync(address: LeafAddress): Promise<LeafStart> {
+    this.#learnName(address.room);
+    return this.#leaves.sync(address.index);
+  }
+
+  /** A leaf's sockets or members changed while no push carried its report. Returns the room's member count. */
+  async leafReport(address: LeafAddress, report: LeafReport): Promise<number> {
+    this.#learnName(address.room);
+    return this.#leaves.report(address.index, report);
+  }
+
+  /** Messages from `from` on, about `budget` bytes, for a leaf's ring. */
+  async leafHistory(address: LeafAddress, from: number, budget: number): Promise<LeafHistory> {
+    this.#learnName(address.room);
+    return this.#leaves.history(from, Math.min(budget, LEAF_HISTORY_MAX_BYTES));
+  }
+
+  /** Aborts leaf `index` as a crash would (fault tests on the local server). */
+  async abortLeaf(index: number): Promise<boolean> {
+    return this.#leaves.abortLeaf(index);
+  }
+
+  // -------------------------------------------------------------------------
   // Socket lifecycle (Hibernation API)
   // -------------------------------------------------------------------------
 
@@ -426,11 +526,12 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
       this.#delivery.close(ws, code, reason);
       closed += 1;
     }
-    return closed;
+    return closed + (await this.#leaves.shutdown(code, reason));
   }
 
   /** Members in id order after `cursor`, at most `limit` (`GET /rooms/{room}/presence`). */
   async presence(limit: number, cursor: string | null): Promise<PresencePage> {
+    if (this.#leaves.sharded) return this.#members.page(limit, cursor, this.#connections());
     return this.#presence.page(limit, cursor, this.#delivery.size);
   }
 
@@ -441,7 +542,7 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
       inFlight += state.inFlight;
       inFlightMax = Math.max(inFlightMax, state.inFlight);
     }
-    return {
+    const stats: RoomStats = {
       room: this.#name,
       epoch: this.#history.epoch,
       connections: this.#delivery.size,
@@ -455,6 +556,21 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
       windowCap: this.#limits.WINDOW_BYTES,
       instanceStartedAt: this.#instanceStartedAt,
     };
+    if (!this.#leaves.sharded) return stats;
+    // Sharded: totals over the root and every leaf, asked now, with each leaf beside them.
+    const { leaves } = await this.#leaves.snapshot();
+    stats.rootConnections = this.#delivery.size;
+    stats.refusals = { ...stats.refusals };
+    for (const leaf of leaves) {
+      // Counts a leaf has not reported yet are the room's too.
+      if (leaf.unreported) addCounters(stats, leaf.unreported);
+      stats.connections += leaf.connections;
+      stats.behind += leaf.behind;
+      stats.windowBytesInFlight += leaf.windowBytesInFlight;
+      stats.windowBytesMax = Math.max(stats.windowBytesMax, leaf.windowBytesMax);
+    }
+    stats.leaves = leaves.map(({ unreported: _, ...leaf }) => leaf);
+    return stats;
   }
 
   // -------------------------------------------------------------------------
@@ -516,6 +632,21 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
     );
   }
 
+  /** Sockets of the room: its own and its leaves'. */
+  #connections(): number {
+    return this.#delivery.size + this.#leaves.connections;
+  }
+
+  /** The registry hears when the room goes from no sockets anywhere to some, and back. */
+  #occupancyChanged(): void {
+    const connections = this.#connections();
+    const occupied = connections > 0;
+    if (occupied === this.#occupied) return;
+    this.#occupied = occupied;
+    if (this.#name) this.#registration.occupancyChanged(this.#name, connections, this.#presence.count);
+    if (!occupied) this.#background(this.#sweeper.ensureAlarm());
+  }
+
   #learnName(name: string | null): void {
     if (!name || this.#name === name) return;
     this.#name = name;
@@ -549,6 +680,8 @@ const CONNECT_REFUSALS: Readonly<Record<ConnectOutcome extends infer O ? (O exte
   try_again_later: { close: CloseCode.TRY_AGAIN_LATER, status: 503, error: "room_full" },
   internal: { close: CloseCode.INTERNAL_ERROR, status: 500, error: "internal" },
 };
+/** Largest answer to one leaf's history request. */
+const LEAF_HISTORY_MAX_BYTES = 4 * 1024 * 1024;
 
 function parseSeqParam(value: string | null): number | null {
   if (value === null || !/^\d{1,15}$/.test(value)) return null;

@@ -23,6 +23,11 @@ export interface SweeperHooks {
   reclaimed(): Promise<void>;
 }
 
+/** The sockets swept (`size` also counts sockets the room holds on other objects, which keep it live). */
+export type SweptSockets = Pick<Delivery, "size" | "entries" | "close">;
+/** What the sweeper reads of storage to decide when an empty room may give it back. */
+export type SweptStorage = Pick<History, "exists" | "latestTs" | "newestKeyTs">;
+
 /** How long to wait before trying again when an empty room still has counters to report. */
 const RECLAIM_RETRY_MS = 10_000;
 
@@ -40,8 +45,8 @@ const RECLAIM_RETRY_MS = 10_000;
  */
 export class Sweeper {
   readonly #ctx: DurableObjectState;
-  readonly #delivery: Delivery;
-  readonly #history: History;
+  readonly #delivery: SweptSockets;
+  readonly #history: SweptStorage;
   readonly #counters: RoomCounters;
   readonly #options: SweeperOptions;
   readonly #hooks: SweeperHooks;
@@ -49,7 +54,7 @@ export class Sweeper {
   /** The alarm time this instance knows is set (0 = none known): spares a storage call on every upgrade. */
   #alarmAt = 0;
 
-  constructor(ctx: DurableObjectState, delivery: Delivery, history: History, counters: RoomCounters, options: SweeperOptions, hooks: SweeperHooks) {
+  constructor(ctx: DurableObjectState, delivery: SweptSockets, history: SweptStorage, counters: RoomCounters, options: SweeperOptions, hooks: SweeperHooks) {
     this.#ctx = ctx;
     this.#delivery = delivery;
     this.#history = history;

@@ -373,7 +373,7 @@ function expectedDataJson(request: Request, bytes: Uint8Array): string {
   return type === "application/json" || type.endsWith("+json") ? JSON.stringify(JSON.parse(text)) : JSON.stringify(text);
 }
 
-async function buildRequest(c: RequestCase): Promise<{ request: Request; token: string | null; bodyBytes: Uint8Array | null }> {
+async function buildRequest(c: RequestCase): Promise<{ request: Request; token: string | null; tokenSent: boolean; bodyBytes: Uint8Array | null }> {
   const token = await makeToken(c.tokenKind, c.room, { claims: c.claims, signClaims: c.signClaims, garbage: c.garbage, parts: c.parts, pub: c.pub });
   const query = new URLSearchParams();
   if (c.since !== undefined) query.set("since", c.since);
@@ -402,7 +402,10 @@ async function buildRequest(c: RequestCase): Promise<{ request: Request; token: 
   const hasBody = c.method !== "GET";
   const bodyBytes = hasBody ? (typeof c.body === "string" ? new TextEncoder().encode(c.body) : c.body) : null;
   const request = new Request(url, { method: c.method, headers, body: bodyBytes });
-  return { request, token, bodyBytes };
+  // The token reaches the room only when the request carries it and no empty `token.` protocol entry beside it.
+  const emptyProtocolToken = protocols !== undefined && /(^|,)\s*token\.\s*(,|$)/.test(protocols);
+  const tokenSent = token !== null && !emptyProtocolToken && (c.tokenWhere === "query" || (protocols ?? "").includes(`token.${token}`));
+  return { request, token, tokenSent, bodyBytes };
 }
 
 /** Whether the room segment names a valid room (so the request reaches the room routes). */
@@ -509,7 +512,8 @@ describe("routes under arbitrary requests", () => {
 
     await fc.assert(
       fc.asyncProperty(fc.boolean(), requestCase, async (secured, c) => {
-        const { request, bodyBytes } = await buildRequest(c);
+        const { request, tokenSent, bodyBytes } = await buildRequest(c);
+        const opens = tokenSent && opensRoom(c.tokenKind, c.room);
         const context = `${secured ? "secured" : "open"} ${request.method} ${request.url} ${JSON.stringify([...request.headers])}`;
         const worker = secured ? securedWorker : openWorker;
         const pointsBefore = dataPoints.length;
@@ -538,11 +542,11 @@ describe("routes under arbitrary requests", () => {
               expect(socket.close?.reason, context).not.toBe("");
               expect(c.refusal, context).toBe("close");
               const originRefused = c.origin !== undefined && c.origin !== ALLOWED_ORIGIN;
-              expect(!opensRoom(c.tokenKind, c.room) || c.tokenKind === "arbitrary-claims" || originRefused, context).toBe(true);
+              expect(!opens || c.tokenKind === "arbitrary-claims" || originRefused, context).toBe(true);
               tally(`secured close ${socket.close?.code}`);
             } else {
               expect(socket.events[0]?.type, context).toBe("welcome");
-              expect(opensRoom(c.tokenKind, c.room) || c.tokenKind === "arbitrary-claims", context).toBe(true);
+              expect(opens || c.tokenKind === "arbitrary-claims", context).toBe(true);
               tally("secured welcome");
             }
           }

@@ -1,0 +1,94 @@
+/**
+ * What the root of a sharded room and its leaves say to each other
+ * (docs/sharded-rooms.md). These shapes are internal to the server: clients
+ * see the wire protocol of client-sdk/src/protocol.ts, the same on every
+ * object of a room, and none of this.
+ */
+import type { RoomCounterValues } from "../../client-sdk/src/protocol";
+import type { Message } from "../room/message";
+
+/** Which leaf of which room: passed on every call, so a leaf woken from hibernation knows itself. */
+export interface LeafAddress {
+  room: string;
+  index: number;
+}
+
+/** Where the room stands, for a leaf that opens or lost track (its sockets are level at `seq`). */
+export interface LeafStart {
+  epoch: string;
+  seq: number;
+  /** The room's member count, over the root and every leaf. */
+  members: number;
+}
+
+/** A range of seqs the root's history no longer holds. */
+export interface LostRange {
+  from: number;
+  to: number;
+}
+
+/**
+ * One push from the root: the messages after `after`, in seq order, as the
+ * root stored them (each event serialized once, at publish). A push may carry
+ * no message: it then only brings the member count, or asks for a report.
+ */
+export interface LeafBatch {
+  epoch: string;
+  /** The seq the root believes this leaf is level at: the messages follow it. */
+  after: number;
+  /** Seqs before the first message that history no longer holds (the leaf was unreachable for long). */
+  lost: LostRange | null;
+  messages: Message[];
+  /** The room's member count. */
+  members: number;
+  /** Report every member, not only those that changed (the root lost its picture). */
+  full: boolean;
+}
+
+/** One member as one leaf sees it; `connections: 0` with `present: true` is a member in its leave delay. */
+export interface LeafMember {
+  id: string;
+  present: boolean;
+  connections: number;
+  info?: string;
+  verified: boolean;
+}
+
+/** What a leaf tells the root, in answer to each push and on its own when its sockets change. */
+export interface LeafReport {
+  /** The leaf's sockets are level with the room up to this seq. */
+  seq: number;
+  connections: number;
+  /** Sockets catching up from the leaf's ring. */
+  behind: number;
+  /** Members whose state changed since the last report (every member when the push asked for `full`). */
+  members: LeafMember[];
+  full: boolean;
+  /** Counters that grew since the last report (deliveries, frames, kicks...), added to the room's. */
+  delta: RoomCounterValues | null;
+}
+
+/** History from the root for a leaf whose ring does not reach back far enough, or that missed a push. */
+export interface LeafHistory {
+  epoch: string;
+  latest: number;
+  lost: LostRange | null;
+  messages: Message[];
+}
+
+/** One leaf in `GET /rooms/{room}` (RoomStats.leaves). */
+export interface LeafSnapshot {
+  index: number;
+  connections: number;
+  members: number;
+  behind: number;
+  seq: number;
+  windowBytesInFlight: number;
+  windowBytesMax: number;
+  ringMessages: number;
+  ringBytes: number;
+  instanceStartedAt: number;
+  counters: RoomCounterValues;
+  /** Counters not yet reported to the root (the room's totals add them when read). */
+  unreported: RoomCounterValues | null;
+}

@@ -1,0 +1,108 @@
+import type { PresenceMember } from "../../client-sdk/src/protocol";
+import type { LeafMember } from "../leaf/rpc";
+import type { PresencePage } from "./presence";
+import type { MemberView } from "./presence";
+
+interface Entry {
+  info: string | undefined;
+  verified: boolean;
+  /** The root's own view of the member (its sockets on the root), or null. */
+  local: MemberView | null;
+  /** Sockets on each leaf that holds the member (0: the member is in its leave delay there). */
+  leaves: Map<number, number>;
+}
+
+/**
+ * The members of a sharded room, over the root and every leaf
+ * (docs/sharded-rooms.md): a member whose tabs sit on different objects is
+ * one member. The root's own presence reports its members here; each leaf
+ * reports the members it holds, as their state (not as events), so a report
+ * that is repeated or arrives twice changes nothing. A member is in the room
+ * while any object holds it, which is also how a leave delay spans objects: a
+ * member that reloads onto another leaf is held by the new one before the old
+ * one lets it go.
+ */
+export class RoomMembers {
+  readonly #entries = new Map<string, Entry>();
+  readonly #changed: () => void;
+
+  /** `changed` runs when the count changes. */
+  constructor(changed: () => void) {
+    this.#changed = changed;
+  }
+
+  get count(): number {
+    return this.#entries.size;
+  }
+
+  /** The root's own presence: a member appeared, changed or left (null). */
+  setLocal(id: string, view: MemberView | null): void {
+    const before = this.#entries.size;
+    const entry = this.#entries.get(id);
+    if (view === null) {
+      if (!entry) return;
+      entry.local = null;
+      this.#dropIfEmpty(id, entry);
+    } else if (entry) {
+      entry.local = view;
+    } else {
+      this.#entries.set(id, { info: view.info, verified: view.verified, local: view, leaves: new Map() });
+    }
+    if (this.#entries.size !== before) this.#changed();
+  }
+
+  /** A leaf's report of some of its members. */
+  setLeaf(index: number, members: readonly LeafMember[]): void {
+    const before = this.#entries.size;
+    for (const member of members) {
+      const entry = this.#entries.get(member.id);
+      if (!member.present) {
+        if (!entry) continue;
+        entry.leaves.delete(index);
+        this.#dropIfEmpty(member.id, entry);
+      } else if (entry) {
+        entry.leaves.set(index, member.connections);
+      } else {
+        this.#entries.set(member.id, { info: member.info, verified: member.verified, local: null, leaves: new Map([[index, member.connections]]) });
+      }
+    }
+    if (this.#entries.size !== before) this.#changed();
+  }
+
+  /** A leaf reported every member it holds: the ones it no longer lists are gone from it. */
+  replaceLeaf(index: number, members: readonly LeafMember[]): void {
+    const listed = new Set(members.map((m) => m.id));
+    const gone: LeafMember[] = [];
+    for (const [id, entry] of this.#entries) {
+      if (entry.leaves.has(index) && !listed.has(id)) gone.push({ id, present: false, connections: 0, verified: entry.verified });
+    }
+    this.setLeaf(index, [...gone, ...members]);
+  }
+
+  /** A leaf was retired or lost: it holds nobody. */
+  dropLeaf(index: number): void {
+    this.replaceLeaf(index, []);
+  }
+
+  /** Members in id order after `cursor`, at most `limit` (`GET /rooms/{room}/presence` of a sharded room). */
+  page(limit: number, cursor: string | null, connections: number): PresencePage {
+    const ids = [...this.#entries.keys()].sort();
+    const start = cursor === null ? 0 : ids.findIndex((id) => id > cursor);
+    const chosen = start < 0 ? [] : ids.slice(start, start + limit);
+    const members = chosen.map((id) => this.#describe(id, this.#entries.get(id) as Entry));
+    const last = chosen[chosen.length - 1];
+    return { count: this.count, connections, members, cursor: last !== undefined && start + limit < ids.length ? last : null };
+  }
+
+  #describe(id: string, entry: Entry): PresenceMember {
+    let connections = entry.local?.connections ?? 0;
+    for (const n of entry.leaves.values()) connections += n;
+    const described: PresenceMember = { id, connections, verified: entry.verified };
+    if (entry.info !== undefined) described.info = JSON.parse(entry.info) as unknown;
+    return described;
+  }
+
+  #dropIfEmpty(id: string, entry: Entry): void {
+    if (entry.local === null && entry.leaves.size === 0) this.#entries.delete(id);
+  }
+}

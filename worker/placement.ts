@@ -1,0 +1,94 @@
+import { LEAF_FULL_HEADER, LEAF_INDEX_HEADER, PLACEMENT_HEADER } from "../durable-objects/room/headers";
+import { leafName, type Placement } from "../durable-objects/room/leaves";
+import type { Env } from "./env";
+
+interface Cached {
+  /** Sockets this isolate may still open on each leaf. */
+  grants: { index: number; grant: number }[];
+  until: number;
+}
+
+/** Rooms whose placement this isolate remembers (the oldest is forgotten first). */
+const CACHE_ROOMS = 10_000;
+const cache = new Map<string, Cached>();
+
+/**
+ * Opens a socket into `room` for the edge (docs/sharded-rooms.md).
+ *
+ * A room below ROOM_SHARD_SOCKETS is one object: the upgrade goes to it and
+ * it accepts, with no extra hop. Past it, the root answers with a placement
+ * instead of a socket: grants of sockets on leaves that have room. The edge
+ * opens the socket on one of them (at random, weighted by what is left) and
+ * keeps the rest of the grants for the placement's TTL, so a storm of
+ * connects costs the root one placement per PLACEMENT_GRANT sockets rather
+ * than one per socket. A leaf that is full refuses; the edge then asks the
+ * root again, telling it so.
+ *
+ * `headers` are the edge's (validated identity and room name already set).
+ */
+export async function openRoomSocket(env: Env, room: string, url: string, headers: Headers): Promise<Response> {
+  const index = take(room);
+  if (index !== null) {
+    const answer = await upgradeLeaf(env, room, index, url, headers);
+    const full = answer.headers.get(LEAF_FULL_HEADER);
+    if (full === null) return answer;
+    cache.delete(room);
+    headers.set(LEAF_FULL_HEADER, full);
+  }
+  const root = env.ROOMS.get(env.ROOMS.idFromName(room));
+  const answer = await root.fetch(new Request(url, { headers }));
+  if (answer.headers.get(PLACEMENT_HEADER) === null) return answer;
+  const placement = (await answer.json()) as Placement;
+  remember(room, { grants: placement.leaves.filter((l) => l.grant > 0), until: Date.now() + placement.ttlMs });
+  const chosen = take(room);
+  if (chosen === null) return roomFull("the room holds its maximum of sockets", 10);
+  const leafAnswer = await upgradeLeaf(env, room, chosen, url, headers);
+  if (leafAnswer.headers.get(LEAF_FULL_HEADER) === null) return leafAnswer;
+  cache.delete(room);
+  return roomFull("the room's leaves are full; retry", 1);
+}
+
+/** Takes one granted socket on a leaf of `room`, or null when this isolate holds no grant for it. */
+function take(room: string): number | null {
+  const cached = cache.get(room);
+  if (!cached) return null;
+  if (cached.until <= Date.now() || cached.grants.length === 0) {
+    cache.delete(room);
+    return null;
+  }
+  let total = 0;
+  for (const g of cached.grants) total += g.grant;
+  let ticket = Math.random() * total;
+  let chosen = cached.grants[cached.grants.length - 1] as { index: number; grant: number };
+  for (const g of cached.grants) {
+    ticket -= g.grant;
+    if (ticket < 0) {
+      chosen = g;
+      break;
+    }
+  }
+  chosen.grant -= 1;
+  if (chosen.grant <= 0) cached.grants = cached.grants.filter((g) => g.grant > 0);
+  return chosen.index;
+}
+
+function upgradeLeaf(env: Env, room: string, index: number, url: string, headers: Headers): Promise<Response> {
+  const leafHeaders = new Headers(headers);
+  leafHeaders.delete(LEAF_FULL_HEADER);
+  leafHeaders.set(LEAF_INDEX_HEADER, String(index));
+  const stub = env.LEAVES.get(env.LEAVES.idFromName(leafName(room, index)));
+  return stub.fetch(new Request(url, { headers: leafHeaders }));
+}
+
+function roomFull(message: string, retryAfter: number): Response {
+  return Response.json({ error: "room_full", message }, { status: 503, headers: { "Retry-After": String(retryAfter) } });
+}
+
+function remember(room: string, entry: Cached): void {
+  cache.delete(room);
+  if (cache.size >= CACHE_ROOMS) {
+    const oldest = cache.keys().next().value;
+    if (oldest !== undefined) cache.delete(oldest);
+  }
+  cache.set(room, entry);
+}
