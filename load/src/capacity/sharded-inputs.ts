@@ -1,0 +1,69 @@
+import { readFileSync } from "node:fs";
+import type { ShardCosts } from "./sharded";
+
+/**
+ * Per-step costs of a sharded room when no sharded bench result is given.
+ * - send: 25 µs, the middle of workerd's 22-30 µs per ws.send of a small frame
+ *   (docs/benchmarks.md; the platform's own figure is not published).
+ * - push: 380 µs for issue + receive together, one Durable Object calling 100
+ *   others by RPC locally (~38 ms CPU, docs/sharded-rooms.md), split evenly
+ *   between the root and the leaf (an assumption: both run in one process here).
+ * - per further message in a frame: 0.2 µs (200 payloads in one frame, docs/benchmarks.md).
+ * - ack: 18 µs (load/src/capacity/inputs.ts).
+ * - RPC latency 1 ms one way (an assumption: leaves are placed near their root).
+ * - 6 pushes waiting at once (the outgoing-connection limit per request, if it applies to RPC).
+ * - 2 KB of JS state per socket (an assumption; the runtime holds the socket itself).
+ */
+export const DEFAULT_SHARD_COSTS: ShardCosts = {
+  sendUs: 25,
+  pushIssueUs: 190,
+  pushReceiveUs: 190,
+  flushUs: 300,
+  payloadInFrameUs: 0.2,
+  ackUs: 18,
+  rpcLatencyMs: 1,
+  rpcConcurrency: 6,
+  stateBytesPerSocket: 2048,
+  ringBytes: 8 * 1024 * 1024,
+};
+
+export const DEFAULT_SHARD_SOURCES: Record<keyof ShardCosts, string> = {
+  sendUs: "default: workerd 22-30 µs per ws.send (docs/benchmarks.md)",
+  pushIssueUs: "default: half of ~380 µs per DO-to-DO RPC measured locally (docs/sharded-rooms.md)",
+  pushReceiveUs: "default: half of ~380 µs per DO-to-DO RPC measured locally (docs/sharded-rooms.md)",
+  flushUs: "default: the capacity tool's per-publish assumption",
+  payloadInFrameUs: "default: 0.1-0.2 µs per payload in a 200-payload frame (docs/benchmarks.md)",
+  ackUs: "default: measured once (load/README.md)",
+  rpcLatencyMs: "assumption: leaves near their root",
+  rpcConcurrency: "assumption: the 6 simultaneous outgoing connections per request apply to RPC",
+  stateBytesPerSocket: "assumption",
+  ringBytes: "RING_MAX_BYTES (durable-objects/leaf/leaf.ts)",
+};
+
+interface ShardedBench {
+  bench: "sharded";
+  steps?: { sendPerDeliveryUs?: number; cpuPerLeafPushUs?: number };
+}
+
+/** Costs from a load/bench/sharded.mjs result where it measured them, defaults otherwise. */
+export function shardCostsFrom(file: string | undefined): { costs: ShardCosts; sources: Record<keyof ShardCosts, string> } {
+  const costs = { ...DEFAULT_SHARD_COSTS };
+  const sources = { ...DEFAULT_SHARD_SOURCES };
+  if (file === undefined) return { costs, sources };
+  const result = JSON.parse(readFileSync(file, "utf8")) as ShardedBench;
+  if (result.bench !== "sharded") throw new Error(`${file} is not a load/bench/sharded.mjs result`);
+  const send = result.steps?.sendPerDeliveryUs;
+  if (send !== undefined && send > 0) {
+    costs.sendUs = send;
+    sources.sendUs = `${file}: CPU per delivery, one object, one message per frame`;
+  }
+  const push = result.steps?.cpuPerLeafPushUs;
+  if (push !== undefined && push > 0) {
+    // One process holds both ends locally: the measured figure is issue + receive together.
+    costs.pushIssueUs = push / 2;
+    costs.pushReceiveUs = push / 2;
+    sources.pushIssueUs = `${file}: half of the tree's extra CPU per push (issue + receive)`;
+    sources.pushReceiveUs = sources.pushIssueUs;
+  }
+  return { costs, sources };
+}
