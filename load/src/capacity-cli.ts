@@ -72,6 +72,8 @@ Sharded room on Cloudflare (docs/sharded-rooms.md); printed with --shard-sockets
   --shard-sockets N      sockets per object (ROOM_SHARD_SOCKETS); 0 = chosen from --leaf-budget
   --room-rate R          messages per second into the room (default: msgs-per-conn × room-size);
                          the room's subscribers are --room-size
+  --root-sockets N       sockets on the root itself (default: min(room, shard sockets), as a room that grew;
+                         0 = all sockets placed on leaves, as after a reconnect storm)
   --sharded-grid         also print 100,000 and 1,000,000 subscribers at 1 and 10 msg/s
   --shard-from FILE      per-step costs from a load/bench/sharded.mjs result (else the documented defaults)
   --leaf-budget F        share of a leaf's thread its sends and acks may take when choosing sockets per leaf (default 0.5)
@@ -126,6 +128,7 @@ function main(): number {
       "vps-transfer-usd-per-gb": { type: "string" },
       "shard-sockets": { type: "string" },
       "room-rate": { type: "string" },
+      "root-sockets": { type: "string" },
       "sharded-grid": { type: "boolean" },
       "shard-from": { type: "string" },
       "leaf-budget": { type: "string" },
@@ -236,6 +239,7 @@ function main(): number {
     subscribers,
     messagesPerSecond: rate,
     shardSockets,
+    ...(values["root-sockets"] !== undefined ? { rootSockets: num(values["root-sockets"], "root-sockets", 0) } : {}),
     leafBudget: Math.min(1, Math.max(0.01, num(values["leaf-budget"], "leaf-budget", 0.5))),
     acksPerSocketAt: (frames) => (frames <= 0 ? 0 : frames / (1 + frames * assumptions.ack.delaySeconds)),
     sessionSeconds: assumptions.sessionSeconds,

@@ -31,14 +31,15 @@ describe("the sharded room model", () => {
     expect(r.leafCpuShare).toBeLessThanOrEqual(0.55);
   });
 
-  it("coalesces messages into flushes once the root's pushes fill its thread, and says the root is past its limit", () => {
-    const r = shardedFanout(shape(1_000_000, 10, 2000), DEFAULT_SHARD_COSTS, CLOUDFLARE_PRICING);
-    expect(r.messagesPerFlush).toBeGreaterThan(1);
-    expect(r.flushesPerSecond).toBeLessThan(10);
-    expect(r.needsThirdLevel).toBe(true);
+  it("coalesces messages into flushes once the root's pushes fill its thread, and needs a third level past 1,000 leaves", () => {
+    const busy = shardedFanout({ ...shape(1_000_000, 10, 1000), rootSockets: 0 }, DEFAULT_SHARD_COSTS, CLOUDFLARE_PRICING);
+    expect(busy.messagesPerFlush).toBeGreaterThan(1);
+    expect(busy.flushesPerSecond).toBeLessThan(10);
+    expect(busy.needsThirdLevel).toBe(false);
     const small = shardedFanout(shape(100_000, 1, 2000), DEFAULT_SHARD_COSTS, CLOUDFLARE_PRICING);
     expect(small.messagesPerFlush).toBe(1);
     expect(small.needsThirdLevel).toBe(false);
+    expect(shardedFanout(shape(40_000_000, 1, 32_000), DEFAULT_SHARD_COSTS, CLOUDFLARE_PRICING).needsThirdLevel).toBe(true);
   });
 
   it("bills one push per leaf per flush", () => {
