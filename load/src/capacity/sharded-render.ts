@@ -19,7 +19,7 @@ export function shardedSection(r: ShardedFanout, costs: ShardCosts, sources: Rec
   for (const l of r.limits) out.push(`    ${l.ok ? "ok  " : "OVER"} ${l.name.padEnd(48)} ${fmt(l.value)} of ${fmt(l.limit)}`);
   out.push("  monthly:");
   for (const l of r.monthly) out.push(`    ${l.item.padEnd(92)} ${fmt(l.quantity).padStart(16)}  ${usd(l.usd).padStart(10)}`);
-  out.push(`    total ${usd(r.monthlyUsd)}/month, ${usd(r.usdPerMillionDeliveries)} per million deliveries`);
+  out.push(`    total ${usd(r.monthlyUsd)}/month (the tree's pushes and leaf duration: ${usd(r.treeUsd)}), ${usd(r.usdPerMillionDeliveries)} per million deliveries`);
   for (const n of r.notes) out.push(`  note: ${n}`);
   return out.join("\n");
 }
@@ -28,12 +28,12 @@ export function shardedSection(r: ShardedFanout, costs: ShardCosts, sources: Rec
 export function shardedGrid(rows: readonly ShardedFanout[]): string {
   const out = [
     "Sharded rooms on Cloudflare (model from per-step costs; see the inputs above):",
-    "  subscribers  msg/s  on root  per leaf  leaves  msgs/flush  to all (ms)  root CPU  leaf CPU  $/month  $/M deliveries  limits",
+    "  subscribers  msg/s  on root  per leaf  leaves  msgs/flush  to all (ms)  root CPU  leaf CPU  $/month  of which tree  $/M deliveries  limits",
   ];
   for (const r of rows) {
     const over = r.limits.filter((l) => !l.ok).map((l) => l.name.replace(/ \(.*\)$/, ""));
     out.push(
-      `  ${fmt(r.shape.subscribers).padStart(11)}  ${String(r.shape.messagesPerSecond).padStart(5)}  ${fmt(r.rootSockets).padStart(7)}  ${fmt(r.socketsPerLeaf).padStart(8)}  ${fmt(r.leaves).padStart(6)}  ${r.messagesPerFlush.toFixed(2).padStart(10)}  ${fmt(r.fanoutMs).padStart(11)}  ${`${(r.rootCpuShare * 100).toFixed(0)}%`.padStart(8)}  ${`${(r.leafCpuShare * 100).toFixed(0)}%`.padStart(8)}  ${usd(r.monthlyUsd).padStart(7)}  ${usd(r.usdPerMillionDeliveries).padStart(14)}  ${r.needsThirdLevel ? "third level needed; " : ""}${over.length ? `at: ${over.join(", ")}` : "ok"}`,
+      `  ${fmt(r.shape.subscribers).padStart(11)}  ${String(r.shape.messagesPerSecond).padStart(5)}  ${fmt(r.rootSockets).padStart(7)}  ${fmt(r.socketsPerLeaf).padStart(8)}  ${fmt(r.leaves).padStart(6)}  ${r.messagesPerFlush.toFixed(2).padStart(10)}  ${fmt(r.fanoutMs).padStart(11)}  ${`${(r.rootCpuShare * 100).toFixed(0)}%`.padStart(8)}  ${`${(r.leafCpuShare * 100).toFixed(0)}%`.padStart(8)}  ${usd(r.monthlyUsd).padStart(7)}  ${usd(r.treeUsd).padStart(13)}  ${usd(r.usdPerMillionDeliveries).padStart(14)}  ${r.needsThirdLevel ? "third level needed; " : ""}${over.length ? `at: ${over.join(", ")}` : "ok"}`,
     );
   }
   return out.join("\n");

@@ -101,6 +101,8 @@ export interface ShardedFanout {
   needsThirdLevel: boolean;
   monthly: { item: string; quantity: number; usd: number }[];
   monthlyUsd: number;
+  /** What the tree itself adds to the bill: pushes (requests to leaves) and the leaves' duration. */
+  treeUsd: number;
   usdPerMillionDeliveries: number;
   notes: string[];
 }
@@ -201,6 +203,7 @@ export function shardedFanout(shape: ShardShape, c: ShardCosts, pricing: Pricing
   const leafActive = Math.min(1, leafCpuShare + (flushes * c.rpcLatencyMs) / 1000);
   const rootActive = Math.min(1, rootCpuShare + (flushes * c.rpcLatencyMs) / 1000);
   const gbSeconds = (rootActive + leaves * leafActive) * pricing.doBilledMemoryGb * month;
+  const treeUsd = ((pushes * month) / 1e6) * pricing.doRequestsPerMillion + ((leaves * leafActive * pricing.doBilledMemoryGb * month) / 1e6) * pricing.doGbSecondsPerMillion;
   const rows = flushes * month;
   const monthly = [
     { item: "Workers Paid subscription", quantity: 1, usd: pricing.workersPaidMonthly },
@@ -227,6 +230,7 @@ export function shardedFanout(shape: ShardShape, c: ShardCosts, pricing: Pricing
     needsThirdLevel,
     monthly,
     monthlyUsd,
+    treeUsd,
     usdPerMillionDeliveries: deliveries > 0 ? monthlyUsd / (deliveries / 1e6) : 0,
     notes,
   };
