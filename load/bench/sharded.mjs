@@ -25,7 +25,7 @@
 // Prints one JSON object on stdout (progress on stderr) and writes it to load/results/sharded-<time>.json.
 
 import { spawn, spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -60,11 +60,11 @@ function hardLimit() {
   return hard === "unlimited" ? Infinity : Number(hard);
 }
 
-async function startServer(vars, sockets) {
+async function startServer(vars, sockets, ceilingOverride = null) {
   const dataDir = mkdtempSync(join(tmpdir(), "sharded-bench-"));
   // workerd aborts on EMFILE: the ceiling leaves the rest of the limit to connections that are not
   // sockets yet (reconnects whose old descriptors the runtime has not released).
-  const ceiling = Math.min(hardLimit() - 1000, sockets + 1500);
+  const ceiling = ceilingOverride ?? Math.min(hardLimit() - 1000, sockets + 1500);
   const varArgs = Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}=${v}`]);
   const child = spawn(
     process.execPath,
@@ -149,20 +149,26 @@ function pollRoom(server) {
   return { samples, stop: async () => ((stopped = true), await loop) };
 }
 
-/** Runs one load scenario against `server` (its workerd sampled by pid) and returns the run's JSON. */
+/**
+ * Runs one load scenario against `server` (its workerd sampled by pid) and returns the run's JSON,
+ * read from the report file it writes (a large JSON on a pipe can be cut short when the tool exits).
+ */
 function runLoad(server, scenario, extra) {
   const cli = join(root, "load/dist/cli.js");
-  const argv = [cli, scenario, "--url", server.url, "--server-pid", String(server.pid), "--json", "--no-report", "--quiet", ...extra];
+  const out = mkdtempSync(join(tmpdir(), "sharded-bench-out-"));
+  const argv = [cli, scenario, "--url", server.url, "--server-pid", String(server.pid), "--out", out, "--quiet", ...extra];
   log(`node ${argv.slice(1).join(" ").replace(root, "")}`);
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, argv, { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
-    let out = "";
     let err = "";
-    child.stdout.on("data", (d) => (out += d));
+    child.stdout.on("data", (d) => (err = (err + d).slice(-8000)));
     child.stderr.on("data", (d) => (err = (err + d).slice(-8000)));
     child.once("exit", (code) => {
       try {
-        const report = JSON.parse(out);
+        const file = readdirSync(out).find((name) => name.endsWith(".json"));
+        if (!file) throw new Error("no JSON report written");
+        const report = JSON.parse(readFileSync(join(out, file), "utf8"));
+        rmSync(out, { recursive: true, force: true });
         const run = report.runs[0];
         if (!run) throw new Error("no run in the report");
         resolve(run);
@@ -236,12 +242,14 @@ async function fanout(name, shard) {
 }
 
 async function storm() {
-  const server = await startServer({ ROOM_SHARD_SOCKETS: String(SHARD) }, STORM_SOCKETS);
+  // Reconnects arrive while the runtime still holds the dropped sockets' descriptors (about 10 s):
+  // the ceiling leaves room for both, short of the limit at which workerd would abort.
+  const server = await startServer({ ROOM_SHARD_SOCKETS: String(SHARD) }, STORM_SOCKETS, hardLimit() - 1500);
   const poll = pollRoom(server);
   try {
     const run = await runLoad(server, "storm", [
       "--sockets", String(STORM_SOCKETS), "--rate", "5", "--duration", "30", "--drop-at", "8", "--procs", "2", "--in-flight", "128",
-      "--backoff-base", "200", "--backoff-max", "8000", "--deadline", "30000",
+      "--backoff-base", "500", "--backoff-max", "10000", "--deadline", "30000",
     ]);
     await poll.stop();
     // The storm: from the drop until every socket was back (the run's marks are relative to its start).
@@ -285,6 +293,7 @@ async function storm() {
       summary: pick(run.summary),
       outOfOrder: totals.outOfOrder,
       reconnectFailuresByCause: run.details.storm?.reconnectFailuresByCause,
+      closesByCode: run.details.closesByCode,
       during,
       rootRequestsTimeline: poll.samples.map((s) => ({ t: s.at - (from ?? s.at), connections: s.connections, requests: totalRequests(s.rootRequests) })),
       notes: run.notes,
@@ -318,6 +327,9 @@ async function main() {
     if (spawnSync("test", ["-f", join(root, built)]).status !== 0) throw new Error(`${built} is missing: node worker/local/build.mjs && node load/build.mjs`);
   }
   const result = { bench: "sharded", startedAt: new Date().toISOString(), sockets: SOCKETS, shard: SHARD, rate: RATE, durationSeconds: DURATION, descriptorLimit: limit };
+  mkdirSync(join(root, "load/results"), { recursive: true });
+  const file = join(root, `load/results/sharded-${result.startedAt.replace(/[:.]/g, "-")}.json`);
+  const save = () => writeFileSync(file, JSON.stringify(result, null, 2));
   if (ONLY === "all" || ONLY === "fanout") {
     log(`fanout, one object (ROOM_SHARD_SOCKETS=0)`);
     const one = await fanout("one object", 0);
@@ -326,15 +338,18 @@ async function main() {
     const tree = await fanout("sharded", SHARD);
     result.fanout = [one, tree];
     if (one.ok && tree.ok) result.steps = steps(one, tree);
+    save();
   }
   if (ONLY === "all" || ONLY === "storm") {
     if (result.fanout) await sleep(12_000);
     log(`storm, ${STORM_SOCKETS} sockets sharded at ${SHARD}`);
-    result.storm = await storm();
+    try {
+      result.storm = await storm();
+    } catch (error) {
+      result.storm = { ok: false, error: String(error.message ?? error).slice(0, 4000) };
+    }
   }
-  mkdirSync(join(root, "load/results"), { recursive: true });
-  const file = join(root, `load/results/sharded-${result.startedAt.replace(/[:.]/g, "-")}.json`);
-  writeFileSync(file, JSON.stringify(result, null, 2));
+  save();
   log(`written ${file.replace(root, "")}`);
   console.log(JSON.stringify(result, null, 2));
 }
