@@ -11,6 +11,12 @@ interface Cached {
 /** Rooms whose placement this isolate remembers (the oldest is forgotten first). */
 const CACHE_ROOMS = 10_000;
 const cache = new Map<string, Cached>();
+/**
+ * Placements being asked for, per room: upgrades that arrive meanwhile wait for that answer
+ * and take its grants, rather than each asking the root. Every placement reserves sockets on
+ * the leaves for its TTL, so parallel asks would make the leaves look full and open more of them.
+ */
+const asking = new Map<string, Promise<void>>();
 
 /**
  * Opens a socket into `room` for the edge (docs/sharded-rooms.md).
@@ -35,11 +41,31 @@ export async function openRoomSocket(env: Env, room: string, url: string, header
     cache.delete(room);
     headers.set(LEAF_FULL_HEADER, full);
   }
+  // Another upgrade of this room is asking already: its grants may cover this one too.
+  const pending = index === null ? asking.get(room) : undefined;
+  if (pending !== undefined) {
+    await pending;
+    const granted = take(room);
+    if (granted !== null) {
+      const answer = await upgradeLeaf(env, room, granted, url, headers);
+      if (answer.headers.get(LEAF_FULL_HEADER) === null) return answer;
+      cache.delete(room);
+      headers.set(LEAF_FULL_HEADER, answer.headers.get(LEAF_FULL_HEADER) ?? "");
+    }
+  }
   const root = env.ROOMS.get(env.ROOMS.idFromName(room));
-  const answer = await root.fetch(new Request(url, { headers }));
-  if (answer.headers.get(PLACEMENT_HEADER) === null) return answer;
-  const placement = (await answer.json()) as Placement;
-  remember(room, { grants: placement.leaves.filter((l) => l.grant > 0), until: Date.now() + placement.ttlMs });
+  let settle: () => void = () => {};
+  const first = !asking.has(room);
+  if (first) asking.set(room, new Promise<void>((resolve) => (settle = resolve)));
+  try {
+    const answer = await root.fetch(new Request(url, { headers }));
+    if (answer.headers.get(PLACEMENT_HEADER) === null) return answer;
+    const placement = (await answer.json()) as Placement;
+    remember(room, { grants: placement.leaves.filter((l) => l.grant > 0), until: Date.now() + placement.ttlMs });
+  } finally {
+    if (first) asking.delete(room);
+    settle();
+  }
   const chosen = take(room);
   if (chosen === null) return roomFull("the room holds its maximum of sockets", 10);
   const leafAnswer = await upgradeLeaf(env, room, chosen, url, headers);
@@ -84,7 +110,18 @@ function roomFull(message: string, retryAfter: number): Response {
   return Response.json({ error: "room_full", message }, { status: 503, headers: { "Retry-After": String(retryAfter) } });
 }
 
+/** Adds a placement's grants to what this isolate holds for the room (the root reserved both). */
 function remember(room: string, entry: Cached): void {
+  const held = cache.get(room);
+  if (held && held.until > Date.now()) {
+    for (const g of entry.grants) {
+      const same = held.grants.find((h) => h.index === g.index);
+      if (same) same.grant += g.grant;
+      else held.grants.push({ ...g });
+    }
+    // The older grants lapse first at the root; keeping the earlier deadline never overuses them.
+    entry = { grants: held.grants, until: Math.min(held.until, entry.until) };
+  }
   cache.delete(room);
   if (cache.size >= CACHE_ROOMS) {
     const oldest = cache.keys().next().value;
