@@ -310,16 +310,29 @@ async function storm() {
   }
 }
 
-/** Per-step costs from the two fanout runs: what the tree adds, per push, on top of the same sends. */
+/**
+ * An RPC from one object to another, issue and receive together, µs of CPU: one Durable Object
+ * calling 100 others locally took ~38 ms of CPU (docs/sharded-rooms.md). Used to split what the
+ * tree adds into its pushes and what the leaves add per delivery.
+ */
+const RPC_US = 380;
+
+/** Per-step costs from the two fanout runs: what the tree adds, per push and per delivery on a leaf, on top of the same sends. */
 function steps(one, tree) {
   const cpuUs = (r) => r.summary.serverCpuPerDeliveryUs * r.summary.delivered;
   const extraUs = cpuUs(tree) - cpuUs(one);
+  const onLeaves = tree.socketsPerObject.slice(1).reduce((a, b) => a + b, 0);
+  const leafDeliveries = tree.summary.delivered * (onLeaves / Math.max(1, tree.summary.connected));
   return {
     sendPerDeliveryUs: one.summary.serverCpuPerDeliveryUs,
     eventsPerFrame: one.summary.eventsPerFrame,
     treeExtraCpuMs: extraUs / 1000,
     pushesPerMessage: tree.summary.published ? tree.leafPushes / tree.summary.published : undefined,
     cpuPerLeafPushUs: tree.leafPushes ? extraUs / tree.leafPushes : undefined,
+    leafDeliveries,
+    // What is left of the tree's extra CPU once its pushes are paid at RPC_US each, per delivery on a leaf.
+    leafExtraPerDeliveryUs: leafDeliveries > 0 ? Math.max(0, extraUs - tree.leafPushes * RPC_US) / leafDeliveries : undefined,
+    treeExtraPerDeliveryUs: extraUs / tree.summary.delivered,
     rootRequestsPerMessage: tree.summary.published && tree.rootRequests ? totalRequests(tree.rootRequests) / tree.summary.published : undefined,
     ratio: tree.summary.deliveriesPerServerCpuSecond / one.summary.deliveriesPerServerCpuSecond,
   };

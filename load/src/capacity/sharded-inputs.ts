@@ -16,6 +16,7 @@ import type { ShardCosts } from "./sharded";
  */
 export const DEFAULT_SHARD_COSTS: ShardCosts = {
   sendUs: 25,
+  leafExtraPerDeliveryUs: 3,
   pushIssueUs: 190,
   pushReceiveUs: 190,
   flushUs: 300,
@@ -29,6 +30,7 @@ export const DEFAULT_SHARD_COSTS: ShardCosts = {
 
 export const DEFAULT_SHARD_SOURCES: Record<keyof ShardCosts, string> = {
   sendUs: "default: workerd 22-30 µs per ws.send (docs/benchmarks.md)",
+  leafExtraPerDeliveryUs: "default: 15,000 sockets sharded at 2,000 against one object, 2026-12-01 (docs/benchmarks.md, section 7)",
   pushIssueUs: "default: half of ~380 µs per DO-to-DO RPC measured locally (docs/sharded-rooms.md)",
   pushReceiveUs: "default: half of ~380 µs per DO-to-DO RPC measured locally (docs/sharded-rooms.md)",
   flushUs: "default: the capacity tool's per-publish assumption",
@@ -42,7 +44,7 @@ export const DEFAULT_SHARD_SOURCES: Record<keyof ShardCosts, string> = {
 
 interface ShardedBench {
   bench: "sharded";
-  steps?: { sendPerDeliveryUs?: number; cpuPerLeafPushUs?: number };
+  steps?: { sendPerDeliveryUs?: number; leafExtraPerDeliveryUs?: number };
 }
 
 /** Costs from a load/bench/sharded.mjs result where it measured them, defaults otherwise. */
@@ -57,13 +59,12 @@ export function shardCostsFrom(file: string | undefined): { costs: ShardCosts; s
     costs.sendUs = send;
     sources.sendUs = `${file}: CPU per delivery, one object, one message per frame`;
   }
-  const push = result.steps?.cpuPerLeafPushUs;
-  if (push !== undefined && push > 0) {
-    // One process holds both ends locally: the measured figure is issue + receive together.
-    costs.pushIssueUs = push / 2;
-    costs.pushReceiveUs = push / 2;
-    sources.pushIssueUs = `${file}: half of the tree's extra CPU per push (issue + receive)`;
-    sources.pushReceiveUs = sources.pushIssueUs;
+  // The pushes are too few in a local run to stand out from the leaves' per-delivery work: the
+  // bench pays them at the RPC figure and measures what remains per delivery on a leaf.
+  const extra = result.steps?.leafExtraPerDeliveryUs;
+  if (extra !== undefined && extra >= 0) {
+    costs.leafExtraPerDeliveryUs = extra;
+    sources.leafExtraPerDeliveryUs = `${file}: the tree's extra CPU less its pushes, per delivery on a leaf`;
   }
   return { costs, sources };
 }

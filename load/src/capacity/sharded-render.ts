@@ -9,6 +9,7 @@ export function shardedSection(r: ShardedFanout, costs: ShardCosts, sources: Rec
   const s = r.shape;
   out.push(`Sharded room on Cloudflare: ${fmt(s.subscribers)} subscribers, ${s.messagesPerSecond} msg/s into the room`);
   out.push(`  per-step costs: send ${fmt(costs.sendUs)} µs [${sources.sendUs}]`);
+  out.push(`                  + ${fmt(costs.leafExtraPerDeliveryUs)} µs per delivery on a leaf [${sources.leafExtraPerDeliveryUs}]`);
   out.push(`                  push issue ${fmt(costs.pushIssueUs)} µs, receive ${fmt(costs.pushReceiveUs)} µs [${sources.pushIssueUs}]`);
   out.push(`                  flush ${fmt(costs.flushUs)} µs [${sources.flushUs}]; ack ${fmt(costs.ackUs)} µs [${sources.ackUs}]`);
   out.push(`                  RPC ${fmt(costs.rpcLatencyMs)} ms one way [${sources.rpcLatencyMs}], ${fmt(costs.rpcConcurrency)} in flight [${sources.rpcConcurrency}]`);

@@ -35,6 +35,8 @@ export const SHARD_LIMITS = {
 export interface ShardCosts {
   /** CPU of one socket send (one frame), µs. */
   sendUs: number;
+  /** CPU a delivery costs on a leaf beyond `sendUs` (its sockets' frames and acks through the leaf), µs. */
+  leafExtraPerDeliveryUs: number;
   /** Root CPU to issue one push RPC, µs. */
   pushIssueUs: number;
   /** Leaf CPU to receive one push (besides its sends), µs. */
@@ -136,13 +138,14 @@ export function shardedFanout(shape: ShardShape, c: ShardCosts, pricing: Pricing
 
   // Flushes: at most one per message; when a root flush takes longer than the gap between
   // messages, the next flush carries everything that arrived meanwhile.
+  const leafSendUs = c.sendUs + c.leafExtraPerDeliveryUs;
   // Acks take their share of each thread first; flushes get what is left.
   let flushes = R;
   for (let i = 0; i < 20; i++) {
     const acks = shape.acksPerSocketAt(flushes) * c.ackUs / 1e6;
     const perFlush = rootFlushUs(leaves, rootSockets, R / Math.max(1e-9, flushes), c) / 1e6 / Math.max(1e-3, 1 - rootSockets * acks);
     const leafPerFlush =
-      (c.pushReceiveUs + socketsPerLeaf * (c.sendUs + (R / Math.max(1e-9, flushes) - 1) * c.payloadInFrameUs)) / 1e6 / Math.max(1e-3, 1 - socketsPerLeaf * acks);
+      (c.pushReceiveUs + socketsPerLeaf * (leafSendUs + (R / Math.max(1e-9, flushes) - 1) * c.payloadInFrameUs)) / 1e6 / Math.max(1e-3, 1 - socketsPerLeaf * acks);
     const bound = 1 / Math.max(perFlush, leafPerFlush, 1e-9);
     flushes = Math.min(R, bound);
   }
@@ -150,14 +153,14 @@ export function shardedFanout(shape: ShardShape, c: ShardCosts, pricing: Pricing
   const waves = leaves > 0 ? Math.ceil(leaves / Math.max(1, c.rpcConcurrency)) : 0;
   // Pushes go out as the root issues them, at most rpcConcurrency waiting: a wave waits a round trip.
   const issueMs = Math.max((leaves * c.pushIssueUs) / 1000, Math.max(0, waves - 1) * 2 * c.rpcLatencyMs);
-  const leafMs = leaves > 0 ? issueMs + c.rpcLatencyMs + (c.pushReceiveUs + socketsPerLeaf * c.sendUs) / 1000 : 0;
+  const leafMs = leaves > 0 ? issueMs + c.rpcLatencyMs + (c.pushReceiveUs + socketsPerLeaf * leafSendUs) / 1000 : 0;
   const rootMs = (c.flushUs + leaves * c.pushIssueUs + rootSockets * c.sendUs) / 1000;
   const fanoutMs = Math.max(leafMs, rootMs);
 
   const rootAcks = shape.acksPerSocketAt(flushes);
   const rootCpuShare = (flushes * rootFlushUs(leaves, rootSockets, perFlushMessages, c) + rootSockets * rootAcks * c.ackUs) / 1e6;
   const leafCpuShare =
-    (flushes * (c.pushReceiveUs + socketsPerLeaf * (c.sendUs + (perFlushMessages - 1) * c.payloadInFrameUs)) + socketsPerLeaf * rootAcks * c.ackUs) / 1e6;
+    (flushes * (c.pushReceiveUs + socketsPerLeaf * (leafSendUs + (perFlushMessages - 1) * c.payloadInFrameUs)) + socketsPerLeaf * rootAcks * c.ackUs) / 1e6;
 
   // Requests an object receives per second. The root: publishes, and placements for the sockets
   // that arrive (sessions end and start again), counted one per socket as if no edge isolate ever
