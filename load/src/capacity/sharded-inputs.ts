@@ -3,8 +3,11 @@ import type { ShardCosts } from "./sharded";
 
 /**
  * Per-step costs of a sharded room when no sharded bench result is given.
- * - send: 25 µs, the middle of workerd's 22-30 µs per ws.send of a small frame
- *   (docs/benchmarks.md; the platform's own figure is not published).
+ * - send: 26 µs, CPU per delivery of 15,000 sockets in one object at one message
+ *   per frame (docs/benchmarks.md, section 7; workerd's ws.send is 22-30 µs on
+ *   this machine kind, and the platform's own figure is not published).
+ * - per delivery on a leaf: 2.8 µs more, what the same room sharded at 2,000
+ *   cost beyond one object, less its pushes (the same run).
  * - push: 380 µs for issue + receive together, one Durable Object calling 100
  *   others by RPC locally (~38 ms CPU, docs/sharded-rooms.md), split evenly
  *   between the root and the leaf (an assumption: both run in one process here).
@@ -15,8 +18,8 @@ import type { ShardCosts } from "./sharded";
  * - 2 KB of JS state per socket (an assumption; the runtime holds the socket itself).
  */
 export const DEFAULT_SHARD_COSTS: ShardCosts = {
-  sendUs: 25,
-  leafExtraPerDeliveryUs: 3,
+  sendUs: 26,
+  leafExtraPerDeliveryUs: 2.8,
   pushIssueUs: 190,
   pushReceiveUs: 190,
   flushUs: 300,
@@ -29,7 +32,7 @@ export const DEFAULT_SHARD_COSTS: ShardCosts = {
 };
 
 export const DEFAULT_SHARD_SOURCES: Record<keyof ShardCosts, string> = {
-  sendUs: "default: workerd 22-30 µs per ws.send (docs/benchmarks.md)",
+  sendUs: "default: 15,000 sockets in one object, one message per frame, 2026-12-01 (docs/benchmarks.md, section 7)",
   leafExtraPerDeliveryUs: "default: 15,000 sockets sharded at 2,000 against one object, 2026-12-01 (docs/benchmarks.md, section 7)",
   pushIssueUs: "default: half of ~380 µs per DO-to-DO RPC measured locally (docs/sharded-rooms.md)",
   pushReceiveUs: "default: half of ~380 µs per DO-to-DO RPC measured locally (docs/sharded-rooms.md)",
