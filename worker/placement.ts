@@ -2,10 +2,16 @@ import { LEAF_FULL_HEADER, LEAF_INDEX_HEADER, PLACEMENT_HEADER } from "../durabl
 import { leafName, type Placement } from "../durable-objects/room/leaves";
 import type { Env } from "./env";
 
-interface Cached {
-  /** Sockets this isolate may still open on each leaf. */
-  grants: { index: number; grant: number }[];
+/** Sockets this isolate may still open on one leaf, until the root stops counting them as on their way. */
+interface Grant {
+  index: number;
+  grant: number;
   until: number;
+}
+
+interface Cached {
+  /** Each placement's grants keep their own deadline: the root reserved them until then. */
+  grants: Grant[];
 }
 
 /** Rooms whose placement this isolate remembers (the oldest is forgotten first). */
@@ -61,7 +67,8 @@ export async function openRoomSocket(env: Env, room: string, url: string, header
     const answer = await root.fetch(new Request(url, { headers }));
     if (answer.headers.get(PLACEMENT_HEADER) === null) return answer;
     const placement = (await answer.json()) as Placement;
-    remember(room, { grants: placement.leaves.filter((l) => l.grant > 0), until: Date.now() + placement.ttlMs });
+    const until = Date.now() + placement.ttlMs;
+    remember(room, placement.leaves.filter((l) => l.grant > 0).map((l) => ({ index: l.index, grant: l.grant, until })));
   } finally {
     if (first) asking.delete(room);
     settle();
@@ -78,14 +85,16 @@ export async function openRoomSocket(env: Env, room: string, url: string, header
 function take(room: string): number | null {
   const cached = cache.get(room);
   if (!cached) return null;
-  if (cached.until <= Date.now() || cached.grants.length === 0) {
+  const now = Date.now();
+  cached.grants = cached.grants.filter((g) => g.until > now && g.grant > 0);
+  if (cached.grants.length === 0) {
     cache.delete(room);
     return null;
   }
   let total = 0;
   for (const g of cached.grants) total += g.grant;
   let ticket = Math.random() * total;
-  let chosen = cached.grants[cached.grants.length - 1] as { index: number; grant: number };
+  let chosen = cached.grants[cached.grants.length - 1] as Grant;
   for (const g of cached.grants) {
     ticket -= g.grant;
     if (ticket < 0) {
@@ -110,18 +119,14 @@ function roomFull(message: string, retryAfter: number): Response {
   return Response.json({ error: "room_full", message }, { status: 503, headers: { "Retry-After": String(retryAfter) } });
 }
 
-/** Adds a placement's grants to what this isolate holds for the room (the root reserved both). */
-function remember(room: string, entry: Cached): void {
-  const held = cache.get(room);
-  if (held && held.until > Date.now()) {
-    for (const g of entry.grants) {
-      const same = held.grants.find((h) => h.index === g.index);
-      if (same) same.grant += g.grant;
-      else held.grants.push({ ...g });
-    }
-    // The older grants lapse first at the root; keeping the earlier deadline never overuses them.
-    entry = { grants: held.grants, until: Math.min(held.until, entry.until) };
-  }
+/**
+ * Adds a placement's grants to what this isolate holds for the room (the root reserved both), each
+ * with its own deadline: a grant dropped before its deadline would stay reserved at the root and
+ * make its leaf look fuller than it is.
+ */
+function remember(room: string, grants: Grant[]): void {
+  const held = cache.get(room)?.grants ?? [];
+  const entry: Cached = { grants: [...held, ...grants] };
   cache.delete(room);
   if (cache.size >= CACHE_ROOMS) {
     const oldest = cache.keys().next().value;
