@@ -47,17 +47,18 @@ export async function openRoomSocket(env: Env, room: string, url: string, header
     cache.delete(room);
     headers.set(LEAF_FULL_HEADER, full);
   }
-  // Another upgrade of this room is asking already: its grants may cover this one too.
-  const pending = index === null ? asking.get(room) : undefined;
-  if (pending !== undefined) {
+  // Another upgrade of this room is asking already: its grants may cover this one too. Waiters
+  // that find none wait for the next ask rather than all asking at once.
+  for (let pending = index === null ? asking.get(room) : undefined; pending !== undefined; pending = asking.get(room)) {
     await pending;
     const granted = take(room);
-    if (granted !== null) {
-      const answer = await upgradeLeaf(env, room, granted, url, headers);
-      if (answer.headers.get(LEAF_FULL_HEADER) === null) return answer;
-      cache.delete(room);
-      headers.set(LEAF_FULL_HEADER, answer.headers.get(LEAF_FULL_HEADER) ?? "");
-    }
+    if (granted === null) continue;
+    const answer = await upgradeLeaf(env, room, granted, url, headers);
+    const full = answer.headers.get(LEAF_FULL_HEADER);
+    if (full === null) return answer;
+    cache.delete(room);
+    headers.set(LEAF_FULL_HEADER, full);
+    break;
   }
   const root = env.ROOMS.get(env.ROOMS.idFromName(room));
   let settle: () => void = () => {};
