@@ -2,15 +2,27 @@ import { LEAF_FULL_HEADER, LEAF_INDEX_HEADER, PLACEMENT_HEADER } from "../durabl
 import { leafName, type Placement } from "../durable-objects/room/leaves";
 import type { Env } from "./env";
 
-interface Cached {
-  /** Sockets this isolate may still open on each leaf. */
-  grants: { index: number; grant: number }[];
+/** Sockets this isolate may still open on one leaf, until the root stops counting them as on their way. */
+interface Grant {
+  index: number;
+  grant: number;
   until: number;
+}
+
+interface Cached {
+  /** Each placement's grants keep their own deadline: the root reserved them until then. */
+  grants: Grant[];
 }
 
 /** Rooms whose placement this isolate remembers (the oldest is forgotten first). */
 const CACHE_ROOMS = 10_000;
 const cache = new Map<string, Cached>();
+/**
+ * Placements being asked for, per room: upgrades that arrive meanwhile wait for that answer
+ * and take its grants, rather than each asking the root. Every placement reserves sockets on
+ * the leaves for its TTL, so parallel asks would make the leaves look full and open more of them.
+ */
+const asking = new Map<string, Promise<void>>();
 
 /**
  * Opens a socket into `room` for the edge (docs/sharded-rooms.md).
@@ -35,11 +47,33 @@ export async function openRoomSocket(env: Env, room: string, url: string, header
     cache.delete(room);
     headers.set(LEAF_FULL_HEADER, full);
   }
+  // Another upgrade of this room is asking already: its grants may cover this one too. Waiters
+  // that find none wait for the next ask rather than all asking at once.
+  for (let pending = index === null ? asking.get(room) : undefined; pending !== undefined; pending = asking.get(room)) {
+    await pending;
+    const granted = take(room);
+    if (granted === null) continue;
+    const answer = await upgradeLeaf(env, room, granted, url, headers);
+    const full = answer.headers.get(LEAF_FULL_HEADER);
+    if (full === null) return answer;
+    cache.delete(room);
+    headers.set(LEAF_FULL_HEADER, full);
+    break;
+  }
   const root = env.ROOMS.get(env.ROOMS.idFromName(room));
-  const answer = await root.fetch(new Request(url, { headers }));
-  if (answer.headers.get(PLACEMENT_HEADER) === null) return answer;
-  const placement = (await answer.json()) as Placement;
-  remember(room, { grants: placement.leaves.filter((l) => l.grant > 0), until: Date.now() + placement.ttlMs });
+  let settle: () => void = () => {};
+  const first = !asking.has(room);
+  if (first) asking.set(room, new Promise<void>((resolve) => (settle = resolve)));
+  try {
+    const answer = await root.fetch(new Request(url, { headers }));
+    if (answer.headers.get(PLACEMENT_HEADER) === null) return answer;
+    const placement = (await answer.json()) as Placement;
+    const until = Date.now() + placement.ttlMs;
+    remember(room, placement.leaves.filter((l) => l.grant > 0).map((l) => ({ index: l.index, grant: l.grant, until })));
+  } finally {
+    if (first) asking.delete(room);
+    settle();
+  }
   const chosen = take(room);
   if (chosen === null) return roomFull("the room holds its maximum of sockets", 10);
   const leafAnswer = await upgradeLeaf(env, room, chosen, url, headers);
@@ -52,14 +86,16 @@ export async function openRoomSocket(env: Env, room: string, url: string, header
 function take(room: string): number | null {
   const cached = cache.get(room);
   if (!cached) return null;
-  if (cached.until <= Date.now() || cached.grants.length === 0) {
+  const now = Date.now();
+  cached.grants = cached.grants.filter((g) => g.until > now && g.grant > 0);
+  if (cached.grants.length === 0) {
     cache.delete(room);
     return null;
   }
   let total = 0;
   for (const g of cached.grants) total += g.grant;
   let ticket = Math.random() * total;
-  let chosen = cached.grants[cached.grants.length - 1] as { index: number; grant: number };
+  let chosen = cached.grants[cached.grants.length - 1] as Grant;
   for (const g of cached.grants) {
     ticket -= g.grant;
     if (ticket < 0) {
@@ -84,7 +120,14 @@ function roomFull(message: string, retryAfter: number): Response {
   return Response.json({ error: "room_full", message }, { status: 503, headers: { "Retry-After": String(retryAfter) } });
 }
 
-function remember(room: string, entry: Cached): void {
+/**
+ * Adds a placement's grants to what this isolate holds for the room (the root reserved both), each
+ * with its own deadline: a grant dropped before its deadline would stay reserved at the root and
+ * make its leaf look fuller than it is.
+ */
+function remember(room: string, grants: Grant[]): void {
+  const held = cache.get(room)?.grants ?? [];
+  const entry: Cached = { grants: [...held, ...grants] };
   cache.delete(room);
   if (cache.size >= CACHE_ROOMS) {
     const oldest = cache.keys().next().value;

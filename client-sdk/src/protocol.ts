@@ -443,6 +443,25 @@ export interface RoomStats extends RoomCounterValues {
   rootConnections?: number;
   /** A sharded room: each leaf object, asked when the stats were read. */
   leaves?: RoomLeafStats[];
+  /** A sharded room: requests its root received since its instance started, by kind. */
+  rootRequests?: RootRequests;
+  /** A sharded room: pushes its root sent to leaves since its instance started. */
+  leafPushes?: number;
+}
+
+/** What the root of a sharded room is asked (`RoomStats.rootRequests`). */
+export interface RootRequests {
+  /** Upgrades it accepted itself. */
+  upgrades: number;
+  /** Upgrades answered with a placement on leaves. */
+  placements: number;
+  publishes: number;
+  /** Leaves asking where the room stands, reporting between pushes, fetching history. */
+  leafSyncs: number;
+  leafReports: number;
+  leafFetches: number;
+  /** Stats and presence reads. */
+  reads: number;
 }
 
 /** One leaf object of a sharded room, in `GET /rooms/{room}`. */

@@ -64,6 +64,8 @@ export class LeafLink {
   placedUntil = 0;
   /** Since when the leaf has had no socket (null while it has some). */
   emptySince: number | null = null;
+  /** Pushes sent to this leaf. */
+  pushes = 0;
   /** When a push last failed while the leaf had not answered since (null when it answers). */
   failingSince: number | null = null;
   #sent: number;
@@ -158,6 +160,7 @@ export class LeafLink {
     if (batch === null) return;
     const last = batch.messages[batch.messages.length - 1]?.seq ?? batch.lost?.to ?? batch.after;
     this.#inFlight = true;
+    this.pushes += 1;
     let sent: Promise<LeafReport>;
     try {
       sent = this.#stub.push(this.#host.address(this.index), batch) as Promise<LeafReport>;

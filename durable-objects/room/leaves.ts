@@ -77,8 +77,9 @@ const SNAPSHOT_TIMEOUT_MS = 3000;
  * (LeafLink), their reports, and their retirement.
  *
  * - Placement: the root takes sockets until it holds `shardSockets`; after
- *   that the edge gets a placement, the leaves with room weighted by how much,
- *   and opens the socket there. A new leaf is opened (first called by the
+ *   that, and while the room has leaves (until it is below half the
+ *   threshold), the edge gets a placement: grants of sockets on leaves with
+ *   room, and opens the socket there. A new leaf is opened (first called by the
  *   root, which places it near the root) when every leaf is full, up to
  *   `maxLeaves`; past that leaves fill up to `maxSocketsPerObject`.
  * - Directory: the set of leaves is stored with the room (one row, written
@@ -97,6 +98,7 @@ export class Leaves {
   #retireTimer: ReturnType<typeof setTimeout> | null = null;
   #membersTimer: ReturnType<typeof setTimeout> | null = null;
   #membersSentAt = 0;
+  #retiredPushes = 0;
 
   constructor(options: LeavesOptions, host: LeavesHost, directory: string | null) {
     this.#options = options;
@@ -134,6 +136,13 @@ export class Leaves {
     return sum;
   }
 
+  /** Pushes sent to leaves by this instance (live and catch-up). */
+  get pushes(): number {
+    let sum = this.#retiredPushes;
+    for (const link of this.#links.values()) sum += link.pushes;
+    return sum;
+  }
+
   /** Sockets catching up on the leaves, as of their last reports. */
   get behind(): number {
     let sum = 0;
@@ -153,7 +162,11 @@ export class Leaves {
    */
   async place(rootSockets: number, full: string | null): Promise<Response | null> {
     const limit = this.#options.shardSockets;
-    if (limit === 0 || rootSockets < limit) return null;
+    if (limit === 0 || rootSockets >= this.#options.maxSocketsPerObject) return null;
+    // One object: the root takes sockets up to the threshold. Sharded: the leaves take them, so
+    // a reconnect storm costs the root placements only, until the room is below half the
+    // threshold; then the root takes them again and the leaves drain and retire.
+    if (this.#links.size === 0 ? rootSockets < limit : rootSockets + this.connections < limit / 2) return null;
     this.#noteFull(full);
     // Concurrent upgrades share an opening; each takes what is left of it, or opens the next.
     for (let opened = 0; opened <= PLACEMENT_OPENS; opened++) {
@@ -351,6 +364,7 @@ export class Leaves {
   #drop(link: LeafLink): void {
     link.close();
     if (this.#links.get(link.index) !== link) return;
+    this.#retiredPushes += link.pushes;
     this.#links.delete(link.index);
     this.#host.saveDirectory([...this.#links.keys()]);
     this.#host.leafDropped(link.index);

@@ -7,6 +7,7 @@ import { utf8Length } from "../../worker/utf8";
 import { closedSocketAnswer, refusesWithClose } from "../../worker/auth/socket-refusal";
 import type { LeafAddress, LeafHistory, LeafReport, LeafStart } from "../leaf/rpc";
 import type { RoomLeaf } from "../leaf/leaf";
+import type { RootRequests } from "../../client-sdk/src/protocol";
 import { ClientFrames } from "./client-frames";
 import { memberView, type RoomConnection } from "./connection";
 import { deepFreeze } from "./connection-data";
@@ -98,6 +99,8 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
   #listed = false;
   /** Whether the room (its own sockets and its leaves') was last reported as having sockets. */
   #occupied = false;
+  /** Requests this instance received, by kind: what a sharded room's root is asked (GET /rooms/{room}). */
+  readonly #requests: RootRequests = { upgrades: 0, placements: 0, publishes: 0, leafSyncs: 0, leafReports: 0, leafFetches: 0, reads: 0 };
 
   constructor(ctx: DurableObjectState, env: E) {
     super(ctx, env);
@@ -366,7 +369,11 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
       await this.#list();
       // Past ROOM_SHARD_SOCKETS of its own, the room hands the edge a placement on its leaves.
       const placement = await this.#leaves.place(this.#delivery.size, request.headers.get(LEAF_FULL_HEADER));
-      if (placement) return placement;
+      if (placement) {
+        this.#requests.placements += 1;
+        return placement;
+      }
+      this.#requests.upgrades += 1;
       const url = new URL(request.url);
       const since = parseSeqParam(url.searchParams.get("since"));
       const epoch = url.searchParams.get("epoch");
@@ -438,6 +445,7 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
    * may transform or refuse it: then the answer is `{ refused }`.
    */
   async publish(room: string, dataJson: string, options: PublishOptions = {}): Promise<PublishOutcome> {
+    this.#requests.publishes += 1;
     this.#learnName(room);
     await this.#list();
     if (!this.#hooks.checksPublishes) return this.#publishing.publish(dataJson, options);
@@ -455,18 +463,21 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
 
   /** A leaf that does not know where the room stands: where it is level, and the room's epoch and member count. */
   async leafSync(address: LeafAddress): Promise<LeafStart> {
+    this.#requests.leafSyncs += 1;
     this.#learnName(address.room);
     return this.#leaves.sync(address.index);
   }
 
   /** A leaf's sockets or members changed while no push carried its report. Returns the room's member count. */
   async leafReport(address: LeafAddress, report: LeafReport): Promise<number> {
+    this.#requests.leafReports += 1;
     this.#learnName(address.room);
     return this.#leaves.report(address.index, report);
   }
 
   /** Messages from `from` on, about `budget` bytes, for a leaf's ring. */
   async leafHistory(address: LeafAddress, from: number, budget: number): Promise<LeafHistory> {
+    this.#requests.leafFetches += 1;
     this.#learnName(address.room);
     return this.#leaves.history(from, Math.min(budget, LEAF_HISTORY_MAX_BYTES));
   }
@@ -531,11 +542,13 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
 
   /** Members in id order after `cursor`, at most `limit` (`GET /rooms/{room}/presence`). */
   async presence(limit: number, cursor: string | null): Promise<PresencePage> {
+    this.#requests.reads += 1;
     if (this.#leaves.sharded) return this.#members.page(limit, cursor, this.#connections());
     return this.#presence.page(limit, cursor, this.#delivery.size);
   }
 
   async stats(): Promise<RoomStats> {
+    this.#requests.reads += 1;
     let inFlight = 0;
     let inFlightMax = 0;
     for (const [, state] of this.#delivery.entries()) {
@@ -570,6 +583,8 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
       stats.windowBytesMax = Math.max(stats.windowBytesMax, leaf.windowBytesMax);
     }
     stats.leaves = leaves.map(({ unreported: _, ...leaf }) => leaf);
+    stats.rootRequests = { ...this.#requests };
+    stats.leafPushes = this.#leaves.pushes;
     return stats;
   }
 

@@ -28,6 +28,9 @@ import { cloudflarePerMillion, hostedEstimate, referenceEstimate, vpsPerMillion 
 import { CLOUDFLARE_PRICING } from "./capacity/pricing";
 import { formatWithUncertainty } from "./report/metrics";
 import { costTable, perMillionTable, resourceTable, sourcesList } from "./capacity/render";
+import { shardedFanout, type ShardCosts, type ShardShape } from "./capacity/sharded";
+import { shardCostsFrom } from "./capacity/sharded-inputs";
+import { shardedGrid, shardedSection } from "./capacity/sharded-render";
 
 const USAGE = `Usage: npm run capacity -- [options]
 
@@ -65,6 +68,18 @@ Fixed-price server to compare with:
   --vps-memory-gb G      (default 1)   --vps-fds N (default 65536)   --vps-link-mbit M (default 1000)
   --vps-transfer-tb T    included outgoing transfer per server and month, 10^12 bytes (default 1)
   --vps-transfer-usd-per-gb P  transfer beyond that, USD per 10^9 bytes (default 0.01)
+
+Sharded room on Cloudflare (docs/sharded-rooms.md); printed with --shard-sockets or --sharded-grid:
+  --shard-sockets N      sockets per object (ROOM_SHARD_SOCKETS); 0 = chosen from --leaf-budget
+  --room-rate R          messages per second into the room (default: msgs-per-conn × room-size);
+                         the room's subscribers are --room-size
+  --root-sockets N       sockets on the root itself (default: min(room, shard sockets), as a room that grew;
+                         0 = all sockets placed on leaves, as after a reconnect storm)
+  --sharded-grid         also print 100,000 and 1,000,000 subscribers at 1 and 10 msg/s
+  --shard-from FILE      per-step costs from a load/bench/sharded.mjs result (else the documented defaults)
+  --leaf-budget F        share of a leaf's thread its sends and acks may take when choosing sockets per leaf (default 0.5)
+  --send-us US, --push-issue-us US, --push-receive-us US, --rpc-latency-ms MS, --rpc-concurrency N
+                         override one per-step cost
 
   --json                 machine-readable output
 `;
@@ -112,6 +127,17 @@ function main(): number {
       "vps-link-mbit": { type: "string" },
       "vps-transfer-tb": { type: "string" },
       "vps-transfer-usd-per-gb": { type: "string" },
+      "shard-sockets": { type: "string" },
+      "room-rate": { type: "string" },
+      "root-sockets": { type: "string" },
+      "sharded-grid": { type: "boolean" },
+      "shard-from": { type: "string" },
+      "leaf-budget": { type: "string" },
+      "send-us": { type: "string" },
+      "push-issue-us": { type: "string" },
+      "push-receive-us": { type: "string" },
+      "rpc-latency-ms": { type: "string" },
+      "rpc-concurrency": { type: "string" },
       json: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
@@ -192,6 +218,41 @@ function main(): number {
     referenceEstimate(workload, CENTRIFUGO, vps),
   ];
 
+  // A sharded room: one room of --room-size subscribers, from per-step costs.
+  const wantSharded = values["shard-sockets"] !== undefined || values["sharded-grid"] === true;
+  const shard = shardCostsFrom(values["shard-from"]);
+  const shardOverrides: Array<[keyof ShardCosts, string]> = [
+    ["sendUs", "send-us"],
+    ["pushIssueUs", "push-issue-us"],
+    ["pushReceiveUs", "push-receive-us"],
+    ["rpcLatencyMs", "rpc-latency-ms"],
+    ["rpcConcurrency", "rpc-concurrency"],
+  ];
+  for (const [key, flag] of shardOverrides) {
+    const v = values[flag as keyof typeof values];
+    if (typeof v !== "string") continue;
+    shard.costs[key] = num(v, flag, shard.costs[key]);
+    shard.sources[key] = "command line";
+  }
+  shard.costs.ackUs = costs.cpuPerAckUs;
+  shard.sources.ackUs = ours.sources.cpuPerAckUs;
+  const shapeFor = (subscribers: number, rate: number, shardSockets: number): ShardShape => ({
+    subscribers,
+    messagesPerSecond: rate,
+    shardSockets,
+    ...(values["root-sockets"] !== undefined ? { rootSockets: num(values["root-sockets"], "root-sockets", 0) } : {}),
+    leafBudget: Math.min(1, Math.max(0.01, num(values["leaf-budget"], "leaf-budget", 0.5))),
+    acksPerSocketAt: (frames) => (frames <= 0 ? 0 : frames / (1 + frames * assumptions.ack.delaySeconds)),
+    sessionSeconds: assumptions.sessionSeconds,
+    pingsPerSocketPerSecond: assumptions.pingsBilled ? 1 / assumptions.pingIntervalSeconds : 0,
+  });
+  const shardSockets = num(values["shard-sockets"], "shard-sockets", 0);
+  const roomRate = num(values["room-rate"], "room-rate", workload.messagesPerConnection * workload.roomSize);
+  const sharded = wantSharded ? shardedFanout(shapeFor(workload.roomSize, roomRate, shardSockets), shard.costs, CLOUDFLARE_PRICING) : undefined;
+  const grid = values["sharded-grid"]
+    ? [100_000, 1_000_000].flatMap((n) => [1, 10].map((rate) => shardedFanout(shapeFor(n, rate, shardSockets), shard.costs, CLOUDFLARE_PRICING)))
+    : undefined;
+
   if (values.json) {
     process.stdout.write(
       `${JSON.stringify(
@@ -209,6 +270,8 @@ function main(): number {
           baselineCosts: baseline.costs,
           perMillionDelivered: perMillion,
           pricingSources: CLOUDFLARE_PRICING.sources,
+          ...(sharded ? { sharded: { ...sharded, shape: { ...sharded.shape, acksPerSocketAt: undefined } }, shardCosts: shard.costs, shardSources: shard.sources } : {}),
+          ...(grid ? { shardedGrid: grid.map((r) => ({ ...r, shape: { ...r.shape, acksPerSocketAt: undefined } })) } : {}),
         },
         null,
         2,
@@ -256,6 +319,8 @@ function main(): number {
   out.push(perMillionTable(`Cost per million delivered messages (${fmt(cost.deliveriesPerMonth / 1e6)} million deliveries a month), beside list prices:`, perMillion));
   out.push("");
   out.push(sourcesList("Cloudflare prices used:", CLOUDFLARE_PRICING.sources));
+  if (sharded) out.push("", shardedSection(sharded, shard.costs, shard.sources));
+  if (grid) out.push("", shardedGrid(grid));
   process.stdout.write(`${out.join("\n")}\n`);
   return 0;
 }

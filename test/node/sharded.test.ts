@@ -274,6 +274,30 @@ describe("a room past ROOM_SHARD_SOCKETS", () => {
     for (const socket of sockets) socket.close();
   }, 40_000);
 
+  it("keeps placing on leaves once sharded, so a reconnect costs the root a placement only, and counts what the root is asked", async () => {
+    const room = "sharded-requests";
+    const opened: { socket: TestSocket; on: number }[] = [];
+    for (let i = 0; i < 4; i++) opened.push(await openOn(room));
+    expect(opened.map((o) => o.on >= 0)).toEqual([false, false, true, true]);
+    // A root socket goes: the room is still above half the threshold, so its replacement goes to a leaf.
+    (opened[0] as { socket: TestSocket }).socket.close();
+    await until(() => roomStats(server.url, room), (s) => s.rootConnections === 1, "the root to see its socket go");
+    const again = await openOn(room);
+    expect(again.on).toBeGreaterThanOrEqual(0);
+    for (let i = 0; i < 3; i++) await publish(server.url, room, { i });
+    const stats = await until(() => roomStats(server.url, room), (s) => s.deliveries === 4 * 3, "every delivery");
+    expect(stats.rootRequests?.upgrades).toBe(2);
+    // Placements hand out grants the edge reuses: at most one per socket placed on a leaf.
+    expect(stats.rootRequests?.placements).toBeGreaterThanOrEqual(1);
+    expect(stats.rootRequests?.placements).toBeLessThanOrEqual(3);
+    expect(stats.rootRequests?.publishes).toBe(3);
+    // Each leaf got each flush at least once: one push per flush per leaf, or fewer when flushes merged.
+    expect(stats.leafPushes).toBeGreaterThanOrEqual(1);
+    expect(stats.leafPushes).toBeLessThanOrEqual(3 * (stats.leaves?.length ?? 0) + (stats.leaves?.length ?? 0));
+    expect(stats.rootRequests?.reads).toBeGreaterThan(0);
+    for (const o of [...opened.slice(1), again]) o.socket.close();
+  });
+
   it("grows past the threshold and shrinks back to one object once its leaves are empty", async () => {
     const room = "sharded-shrink";
     const rootSockets = [await TestSocket.open(memberUrl(room, "r1")), await TestSocket.open(memberUrl(room, "r2"))];

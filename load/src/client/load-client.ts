@@ -33,6 +33,13 @@ export class ClientStats {
   readonly closesByCode: Record<string, number> = {};
   readonly closeRecords: CloseRecord[] = [];
   lastBackAt = 0;
+  /**
+   * Per message ("room\nseq"): the latency of its latest in-time first copy among
+   * the fast clients of this process. Merged over processes (the max), it is the
+   * time a publish took to reach every socket, which percentiles over
+   * deliveries do not show.
+   */
+  readonly lastArrivalMs = new Map<string, number>();
   pongs = 0;
   parseErrors = 0;
   errorEvents = 0;
@@ -203,6 +210,11 @@ export class LoadClient {
           this.toAck = event;
           const receipt = this.ledger.record(event.seq, event.ts, now, s.latency[this.group]);
           if (receipt === "in-time") {
+            if (this.group === "fast") {
+              const key = `${this.room}\n${event.seq}`;
+              const latency = now - event.ts;
+              if ((s.lastArrivalMs.get(key) ?? -Infinity) < latency) s.lastArrivalMs.set(key, latency);
+            }
             const sentAt = publisherSendTime(event.data);
             if (sentAt !== undefined) s.fromRequest[this.group].add(now - sentAt);
           }

@@ -86,6 +86,8 @@ export interface CloseRecord {
 
 export interface WorkerSettled {
   groups: { fast: GroupResult; slow: GroupResult };
+  /** Per message ("room\nseq"): ms from its ts to its latest in-time arrival at a fast client of this process. */
+  lastArrivalMs: Record<string, number>;
   handshakeMs: HistogramJSON;
   welcomeMs: HistogramJSON;
   failures: Record<string, number>;

@@ -42,6 +42,8 @@ export interface MergedGroup {
 
 export interface PoolSettled {
   fast: MergedGroup;
+  /** Per message, ms from its ts until the last fast client had it (in-time copies): publish-to-all latency. */
+  allReachedMs: Histogram;
   slow: MergedGroup;
   handshakeMs: Histogram;
   welcomeMs: Histogram;
@@ -271,6 +273,7 @@ export function mergeSettled(parts: WorkerSettled[], ceiling: number): PoolSettl
   const downtimeMs = new Histogram(600_000);
   const result: PoolSettled = {
     fast: mergeGroup(parts.map((p) => p.groups.fast), ceiling),
+    allReachedMs: new Histogram(ceiling),
     slow: mergeGroup(parts.map((p) => p.groups.slow), ceiling),
     handshakeMs,
     welcomeMs,
@@ -297,5 +300,8 @@ export function mergeSettled(parts: WorkerSettled[], ceiling: number): PoolSettl
     result.parseErrors += p.parseErrors;
     result.errorEvents += p.errorEvents;
   }
+  const lastArrival = new Map<string, number>();
+  for (const p of parts) for (const [key, ms] of Object.entries(p.lastArrivalMs)) lastArrival.set(key, Math.max(lastArrival.get(key) ?? 0, ms));
+  for (const ms of lastArrival.values()) result.allReachedMs.add(ms);
   return result;
 }

@@ -121,6 +121,7 @@ function settle(generations: Record<string, Array<{ first: number; last: number 
   for (const client of clients.values()) if (client.waitingToComeBack) notBack++;
   return {
     groups: { fast: group("fast"), slow: group("slow") },
+    lastArrivalMs: Object.fromEntries(stats.lastArrivalMs),
     handshakeMs: stats.handshakeMs.toJSON(),
     welcomeMs: stats.welcomeMs.toJSON(),
     failures: stats.failuresByCause,

@@ -45,6 +45,8 @@ export const METRICS = {
   latencyP95Ms: { label: "latency p95", unit: "ms", better: "lower" },
   latencyP99Ms: { label: "latency p99", unit: "ms", better: "lower" },
   latencyMaxMs: { label: "latency max", unit: "ms", better: "lower" },
+  allReachedP50Ms: { label: "publish to every socket p50", unit: "ms", better: "lower" },
+  allReachedP99Ms: { label: "publish to every socket p99", unit: "ms", better: "lower" },
   fromRequestP99Ms: { label: "latency p99 from publish request", unit: "ms", better: "lower" },
   lost: { label: "lost (late + never)", unit: "count", better: "lower" },
   lostLate: { label: "  late (after deadline)", unit: "count", better: "lower" },

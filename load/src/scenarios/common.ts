@@ -290,6 +290,12 @@ export async function settleAndSummarize(
   const interval = intervalBetween(start.sample, end.sample);
   publisherSummary(ctx, publisher);
   // The headline latency and loss are the fast clients' (in `slow`, the question is whether the slow ones hurt them).
+  const allReached = settled.allReachedMs.summary();
+  if (allReached.count > 0) {
+    ctx.summary.allReachedP50Ms = allReached.p50;
+    ctx.summary.allReachedP99Ms = allReached.p99;
+    ctx.details.allReachedMs = allReached;
+  }
   deliverySummary(ctx, settled.fast, interval, end.progress.events - start.progress.events, end.progress.frames - start.progress.frames, costPerDelivery);
   cpuSummary(ctx, interval);
   settledDetails(ctx, settled);
