@@ -142,7 +142,9 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
       {
         // Connection hooks run where the sockets are, in this object: a room that has them keeps
         // every socket here (up to MAX_SOCKETS_PER_ROOM) rather than on leaves (docs/hooks.md).
-        shardSockets: hookSet.onConnect || hookSet.onClientFrame || hookSet.onClose ? 0 : limits.ROOM_SHARD_SOCKETS,
+        // So does a room of a worker that binds no LEAVES namespace.
+        shardSockets:
+          hookSet.onConnect || hookSet.onClientFrame || hookSet.onClose || !isNamespace((env as Record<string, unknown>).LEAVES) ? 0 : limits.ROOM_SHARD_SOCKETS,
         maxLeaves: limits.ROOM_MAX_LEAVES,
         maxSocketsPerObject: limits.MAX_SOCKETS_PER_ROOM,
         countIntervalMs: limits.PRESENCE_COUNT_INTERVAL_MS,
@@ -697,6 +699,10 @@ const CONNECT_REFUSALS: Readonly<Record<ConnectOutcome extends infer O ? (O exte
 };
 /** Largest answer to one leaf's history request. */
 const LEAF_HISTORY_MAX_BYTES = 4 * 1024 * 1024;
+
+function isNamespace(value: unknown): value is DurableObjectNamespace {
+  return typeof (value as DurableObjectNamespace | undefined)?.idFromName === "function";
+}
 
 function parseSeqParam(value: string | null): number | null {
   if (value === null || !/^\d{1,15}$/.test(value)) return null;

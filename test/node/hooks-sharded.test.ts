@@ -12,14 +12,19 @@ import { roomStats, TestSocket } from "../helpers/socket";
  */
 
 const config = fileURLToPath(new URL("../hooks-sharded/wrangler.toml", import.meta.url));
+const noLeaves = fileURLToPath(new URL("../hooks-sharded/no-leaves.toml", import.meta.url));
 let server: LocalServer;
+let unbound: LocalServer;
 
 beforeAll(async () => {
-  server = await startServer({ build: true, args: ["--config", config], gate: "off" });
+  [server, unbound] = await Promise.all([
+    startServer({ build: true, args: ["--config", config], gate: "off" }),
+    startServer({ build: true, args: ["--config", noLeaves], gate: "off" }),
+  ]);
 });
 
 afterAll(async () => {
-  await server?.stop("SIGKILL");
+  await Promise.all([server?.stop("SIGKILL"), unbound?.stop("SIGKILL")]);
 });
 
 const of = <T extends ServerEvent>(socket: TestSocket, type: string): T[] => socket.events.filter((e) => e.type === type) as T[];
@@ -65,6 +70,15 @@ describe("hooks in sharded rooms", () => {
     const room = "listed-one-object";
     const sockets = await openSockets(`${server.wsUrl}/listed`, room, 5);
     const stats = (await (await fetch(`${server.url}/listed/rooms/${room}`)).json()) as RoomStats;
+    expect(stats.connections).toBe(5);
+    expect(stats.leaves ?? []).toEqual([]);
+    for (const socket of sockets) socket.close();
+  });
+
+  it("keeps every socket in one object in a worker that binds no LEAVES", async () => {
+    const room = "no-leaves-bound";
+    const sockets = await openSockets(unbound.wsUrl, room, 5);
+    const stats = (await roomStats(unbound.url, room)) as RoomStats;
     expect(stats.connections).toBe(5);
     expect(stats.leaves ?? []).toEqual([]);
     for (const socket of sockets) socket.close();
