@@ -18,11 +18,21 @@ interface Cached {
 const CACHE_ROOMS = 10_000;
 const cache = new Map<string, Cached>();
 /**
- * Placements being asked for, per room: upgrades that arrive meanwhile wait for that answer
- * and take its grants, rather than each asking the root. Every placement reserves sockets on
- * the leaves for its TTL, so parallel asks would make the leaves look full and open more of them.
+ * Rooms of this isolate with a placement being asked for: upgrades of the room that arrive
+ * meanwhile wait for that answer and take its grants, rather than each asking the root. Every
+ * placement reserves sockets on the leaves for its TTL, so parallel asks would make the leaves
+ * look full and open more of them. Waiters poll with a timer of their own: a request must not
+ * await a promise another request settles (workerd runs the continuation in the settling
+ * request's context, where the waiter's I/O is refused, and cancels the waiter as hung).
  */
-const asking = new Map<string, Promise<void>>();
+const asking = new Set<string>();
+/** Rooms this isolate was given a placement for lately (when): only their upgrades wait on asks. */
+const placedRooms = new Map<string, number>();
+/** How long a room counts as sharded after its last placement here. */
+const PLACED_MEMORY_MS = 60_000;
+/** How often, and how long at most, an upgrade waits for another upgrade's ask. */
+const ASK_POLL_MS = 2;
+const ASK_WAIT_MS = 2_000;
 
 /**
  * Opens a socket into `room` for the edge (docs/sharded-rooms.md).
@@ -47,32 +57,36 @@ export async function openRoomSocket(env: Env, room: string, url: string, header
     cache.delete(room);
     headers.set(LEAF_FULL_HEADER, full);
   }
-  // Another upgrade of this room is asking already: its grants may cover this one too. Waiters
-  // that find none wait for the next ask rather than all asking at once.
-  for (let pending = index === null ? asking.get(room) : undefined; pending !== undefined; pending = asking.get(room)) {
-    await pending;
-    const granted = take(room);
-    if (granted === null) continue;
-    const answer = await upgradeLeaf(env, room, granted, url, headers);
-    const full = answer.headers.get(LEAF_FULL_HEADER);
-    if (full === null) return answer;
-    cache.delete(room);
-    headers.set(LEAF_FULL_HEADER, full);
-    break;
+  // A sharded room whose placement another upgrade is asking for: its grants may cover this one
+  // too. Waiters that find none when it is answered ask next, one of them at a time. A room of one
+  // object (no placement here lately) skips this: its root takes the socket itself.
+  const placed = isPlaced(room);
+  if (index === null && placed) {
+    const deadline = Date.now() + ASK_WAIT_MS;
+    while (asking.has(room) && Date.now() < deadline) {
+      await sleep(ASK_POLL_MS);
+      const granted = take(room);
+      if (granted === null) continue;
+      const answer = await upgradeLeaf(env, room, granted, url, headers);
+      const full = answer.headers.get(LEAF_FULL_HEADER);
+      if (full === null) return answer;
+      cache.delete(room);
+      headers.set(LEAF_FULL_HEADER, full);
+      break;
+    }
   }
   const root = env.ROOMS.get(env.ROOMS.idFromName(room));
-  let settle: () => void = () => {};
-  const first = !asking.has(room);
-  if (first) asking.set(room, new Promise<void>((resolve) => (settle = resolve)));
+  const first = placed && !asking.has(room);
+  if (first) asking.add(room);
   try {
     const answer = await root.fetch(new Request(url, { headers }));
     if (answer.headers.get(PLACEMENT_HEADER) === null) return answer;
     const placement = (await answer.json()) as Placement;
     const until = Date.now() + placement.ttlMs;
+    notePlaced(room);
     remember(room, placement.leaves.filter((l) => l.grant > 0).map((l) => ({ index: l.index, grant: l.grant, until })));
   } finally {
     if (first) asking.delete(room);
-    settle();
   }
   const chosen = take(room);
   if (chosen === null) return roomFull("the room holds its maximum of sockets", 10);
@@ -80,6 +94,27 @@ export async function openRoomSocket(env: Env, room: string, url: string, header
   if (leafAnswer.headers.get(LEAF_FULL_HEADER) === null) return leafAnswer;
   cache.delete(room);
   return roomFull("the room's leaves are full; retry", 1);
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function isPlaced(room: string): boolean {
+  const at = placedRooms.get(room);
+  if (at === undefined) return false;
+  if (Date.now() - at < PLACED_MEMORY_MS) return true;
+  placedRooms.delete(room);
+  return false;
+}
+
+function notePlaced(room: string): void {
+  placedRooms.delete(room);
+  if (placedRooms.size >= CACHE_ROOMS) {
+    const oldest = placedRooms.keys().next().value;
+    if (oldest !== undefined) placedRooms.delete(oldest);
+  }
+  placedRooms.set(room, Date.now());
 }
 
 /** Takes one granted socket on a leaf of `room`, or null when this isolate holds no grant for it. */
