@@ -402,9 +402,8 @@ async function buildRequest(c: RequestCase): Promise<{ request: Request; token: 
   const hasBody = c.method !== "GET";
   const bodyBytes = hasBody ? (typeof c.body === "string" ? new TextEncoder().encode(c.body) : c.body) : null;
   const request = new Request(url, { method: c.method, headers, body: bodyBytes });
-  // The token reaches the room only when the request carries it and no empty `token.` protocol entry beside it.
-  const emptyProtocolToken = protocols !== undefined && /(^|,)\s*token\.\s*(,|$)/.test(protocols);
-  const tokenSent = token !== null && !emptyProtocolToken && (c.tokenWhere === "query" || (protocols ?? "").includes(`token.${token}`));
+  // The token reaches the edge in the query, or in the protocol list unless an empty `token.` entry took its place.
+  const tokenSent = token !== null && (c.tokenWhere === "query" || (protocols ?? "").includes(`token.${token}`));
   return { request, token, tokenSent, bodyBytes };
 }
 
