@@ -7,10 +7,10 @@
 //
 // Usage: node worker/build-library.mjs [--no-types]   (`npm run build` and `npm pack` run it)
 import { build, stop } from "esbuild";
-import { execFileSync } from "node:child_process";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { buildSdkModule, WORKERD_BUNDLE } from "./local/build.mjs";
 
 const root = fileURLToPath(new URL("../", import.meta.url));
 const out = join(root, "dist/lib");
@@ -18,21 +18,15 @@ const out = join(root, "dist/lib");
 /** Bundles dist/lib/index.js (and, unless `types` is false, the declarations); returns the bundle's path. */
 export async function buildLibrary({ types = true } = {}) {
   // The worker serves the SDK bundle and the demo page, built into a module first.
-  execFileSync(process.execPath, [join(root, "client-sdk/build.mjs"), "--no-types"], { stdio: ["ignore", "ignore", "inherit"] });
+  buildSdkModule();
   rmSync(out, { recursive: true, force: true });
   await build({
+    ...WORKERD_BUNDLE,
     entryPoints: [join(root, "worker/lib.ts")],
     outfile: join(out, "index.js"),
-    bundle: true,
-    format: "esm",
-    platform: "neutral",
-    target: "es2022",
-    conditions: ["workerd", "worker", "browser"],
-    mainFields: ["module", "main"],
     external: ["cloudflare:*", "node:*", "hono", "hono/*"],
     sourcemap: "linked",
     legalComments: "none",
-    logLevel: "warning",
   });
   await stop();
   if (types) await emitDeclarations();

@@ -276,18 +276,11 @@ export class RoomLeaf extends DurableObject<Record<string, unknown>> {
   }
 
   override async webSocketClose(ws: WebSocket, code: number, reason: string): Promise<void> {
-    this.#delivery.leave(ws, { code, reason, by: code === 1006 ? "network" : "client" });
-    const reply = code === 1005 || code === 1006 || code === 1015 ? CloseCode.NORMAL : code;
-    if (ws.readyState === WebSocket.CLOSED) return;
-    try {
-      ws.close(reply, reason);
-    } catch {
-      // Already closed.
-    }
+    this.#delivery.peerClosed(ws, code, reason);
   }
 
   override async webSocketError(ws: WebSocket, error: unknown): Promise<void> {
-    const state = this.#delivery.leave(ws, { code: 1006, reason: String(error).slice(0, 120), by: "network" });
+    const state = this.#delivery.failed(ws, error);
     logEvent("socket_error", { room: this.#address?.room ?? null, leaf: this.#address?.index ?? null, socket: state?.attachment.id ?? null, error: String(error) });
   }
 

@@ -4,7 +4,7 @@
  * see the wire protocol of client-sdk/src/protocol.ts, the same on every
  * object of a room, and none of this.
  */
-import type { RoomCounterValues } from "../../client-sdk/src/protocol";
+import type { RoomCounterValues, RoomLeafStats } from "../../client-sdk/src/protocol";
 import type { Message } from "../room/message";
 
 /** Which leaf of which room: passed on every call, so a leaf woken from hibernation knows itself. */
@@ -76,19 +76,11 @@ export interface LeafHistory {
   messages: Message[];
 }
 
-/** One leaf in `GET /rooms/{room}` (RoomStats.leaves). */
-export interface LeafSnapshot {
-  index: number;
-  connections: number;
-  members: number;
-  behind: number;
-  seq: number;
-  windowBytesInFlight: number;
-  windowBytesMax: number;
-  ringMessages: number;
-  ringBytes: number;
-  instanceStartedAt: number;
-  counters: RoomCounterValues;
-  /** Counters not yet reported to the root (the room's totals add them when read). */
+/**
+ * What a leaf answers for `GET /rooms/{room}` (RoomStats.leaves): its line,
+ * less `reachable` (the root decides that), plus the counters the root has
+ * not yet been sent (the room's totals add them when read).
+ */
+export interface LeafSnapshot extends Omit<RoomLeafStats, "reachable"> {
   unreported: RoomCounterValues | null;
 }

@@ -115,6 +115,28 @@ export class Delivery {
     }
   }
 
+  /**
+   * The peer closed its socket (the Hibernation API's `webSocketClose`): it
+   * leaves, and its close is answered, which the API does not do by itself;
+   * without the answer the client waits in CLOSING and reports 1006.
+   * Reserved codes cannot be sent back.
+   */
+  peerClosed(ws: WebSocket, code: number, reason: string): void {
+    this.leave(ws, { code, reason, by: code === 1006 ? "network" : "client" });
+    const reply = code === 1005 || code === 1006 || code === 1015 ? CloseCode.NORMAL : code;
+    if (ws.readyState === WebSocket.CLOSED) return;
+    try {
+      ws.close(reply, reason);
+    } catch {
+      // Already closed: nothing to reciprocate.
+    }
+  }
+
+  /** The socket failed (the Hibernation API's `webSocketError`): it leaves; its state, if it had one, is returned for the log. */
+  failed(ws: WebSocket, error: unknown): SocketState | undefined {
+    return this.leave(ws, { code: 1006, reason: String(error).slice(0, 120), by: "network" });
+  }
+
   /** Every socket leaves the room here (closed by either side, or failed). */
   leave(ws: WebSocket, cause: LeaveCause): SocketState | undefined {
     const state = this.#sockets.get(ws);

@@ -502,20 +502,11 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
   }
 
   override async webSocketClose(ws: WebSocket, code: number, reason: string): Promise<void> {
-    this.#delivery.leave(ws, { code, reason, by: code === 1006 ? "network" : "client" });
-    // The Hibernation API does not answer the peer's close frame; without this the
-    // client waits in CLOSING and reports 1006. Reserved codes cannot be sent back.
-    const reply = code === 1005 || code === 1006 || code === 1015 ? CloseCode.NORMAL : code;
-    if (ws.readyState === WebSocket.CLOSED) return;
-    try {
-      ws.close(reply, reason);
-    } catch {
-      // Already closed: nothing to reciprocate.
-    }
+    this.#delivery.peerClosed(ws, code, reason);
   }
 
   override async webSocketError(ws: WebSocket, error: unknown): Promise<void> {
-    const state = this.#delivery.leave(ws, { code: 1006, reason: String(error).slice(0, 120), by: "network" });
+    const state = this.#delivery.failed(ws, error);
     logEvent("socket_error", { room: this.#name, socket: state?.attachment.id ?? null, error: String(error) });
   }
 

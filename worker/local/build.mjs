@@ -8,6 +8,22 @@ import { fileURLToPath } from "node:url";
 export const root = fileURLToPath(new URL("../../", import.meta.url));
 export const bundlePath = `${root}dist/worker.js`;
 
+/** esbuild options for code that runs on workerd (the worker, the library): packages resolved as workerd resolves them. */
+export const WORKERD_BUNDLE = {
+  bundle: true,
+  format: "esm",
+  platform: "neutral",
+  target: "es2022",
+  conditions: ["workerd", "worker", "browser"],
+  mainFields: ["module", "main"],
+  logLevel: "warning",
+};
+
+/** Builds the client SDK into the module the worker serves (and the library embeds). */
+export function buildSdkModule() {
+  execFileSync(process.execPath, [`${root}client-sdk/build.mjs`, "--no-types"], { stdio: ["ignore", "ignore", "inherit"] });
+}
+
 /**
  * Builds the client SDK (the worker serves it), then the worker: this
  * repository's (worker/index.ts into dist/worker.js) unless `entry` names
@@ -17,20 +33,14 @@ export const bundlePath = `${root}dist/worker.js`;
 export async function buildWorker(target = {}) {
   const entry = target.entry ?? `${root}worker/index.ts`;
   const outfile = target.outfile ?? bundlePath;
-  execFileSync(process.execPath, [`${root}client-sdk/build.mjs`, "--no-types"], { stdio: ["ignore", "ignore", "inherit"] });
+  buildSdkModule();
   await build({
+    ...WORKERD_BUNDLE,
     entryPoints: [entry],
     outfile,
-    bundle: true,
-    format: "esm",
-    platform: "neutral",
-    target: "es2022",
-    conditions: ["workerd", "worker", "browser"],
-    mainFields: ["module", "main"],
     external: ["cloudflare:*", "node:*"],
     loader: { ".html": "text", ".txt": "text" },
     sourcemap: "inline",
-    logLevel: "warning",
   });
   // esbuild keeps a service process (and its pipes) for further builds; the launcher makes none.
   await stop();

@@ -13,7 +13,7 @@ import {
   type UnitCosts,
   type Workload,
 } from "./model";
-import { SECONDS_PER_MONTH, type Pricing } from "./pricing";
+import { overage, SECONDS_PER_MONTH, type Pricing } from "./pricing";
 
 export interface CostAssumptions extends RoomAssumptions {
   /** Average life of a connection, s; each new one is an upgrade request (Worker + object). */
@@ -39,10 +39,6 @@ export interface CostEstimate {
   deliveriesPerMonth: number;
   publishesPerMonth: number;
   assumptions: string[];
-}
-
-function overage(quantity: number, included: number, perMillion: number): number {
-  return (Math.max(0, quantity - included) / 1e6) * perMillion;
 }
 
 /** Monthly Cloudflare cost of a workload on the Workers Paid plan. */

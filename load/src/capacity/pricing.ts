@@ -97,3 +97,8 @@ export const CLOUDFLARE_LIMITS = {
 
 /** Seconds in the billing month the estimate uses (30 days). */
 export const SECONDS_PER_MONTH = 30 * 24 * 3600;
+
+/** What `quantity` costs past the plan's `included` amount, at `perMillion` dollars per million units. */
+export function overage(quantity: number, included: number, perMillion: number): number {
+  return (Math.max(0, quantity - included) / 1e6) * perMillion;
+}

@@ -14,7 +14,7 @@
  * Publish-to-every-socket time = root issue of all pushes (or their waves) +
  * one-way RPC latency + leaf receive + sends of the fullest leaf.
  */
-import { SECONDS_PER_MONTH, type Pricing } from "./pricing";
+import { overage, SECONDS_PER_MONTH, type Pricing } from "./pricing";
 
 /** Platform bounds that decide K and sockets per leaf. */
 export const SHARD_LIMITS = {
@@ -107,10 +107,6 @@ export interface ShardedFanout {
   treeUsd: number;
   usdPerMillionDeliveries: number;
   notes: string[];
-}
-
-function overage(quantity: number, included: number, perMillion: number): number {
-  return (Math.max(0, quantity - included) / 1e6) * perMillion;
 }
 
 /** Sockets per leaf such that its sends and acks take `budget` of its thread at this rate. */
