@@ -22,7 +22,7 @@ export default defineConfig({
         test: { name: "example", include: ["examples/chat/test/**/*.test.ts"] },
       },
       {
-        // Real sockets from Node against the local server (worker/local/server.mjs).
+        // Real sockets from Node against the local server (local-server/server.mjs).
         test: {
           name: "node",
           include: ["test/node/**/*.test.ts"],

@@ -2,19 +2,21 @@
 //   dist/sdk.js            minified ESM bundle (browsers, Node 20+)
 //   dist/react.js          the React hook (`@edge-fanout/client/react`), importing
 //                          react and ./sdk.js rather than bundling them
-//   dist/types/*.d.ts      type declarations
+//   dist/types/*.d.ts      type declarations (with the protocol's in dist/types/protocol/)
 //   dist/sdk.generated.ts  the bundle and the demo page as string constants,
 //                          imported by the worker so it can serve them
 // and prints each bundle's minified and gzipped sizes.
 //
 // Usage: node client-sdk/build.mjs [--no-types]   (npm pack runs it as `prepack`)
 import { build } from "esbuild";
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
 
 const root = dirname(fileURLToPath(import.meta.url));
+const repo = dirname(root);
 const dist = join(root, "dist");
 await mkdir(dist, { recursive: true });
 
@@ -69,9 +71,22 @@ if (!process.argv.includes("--no-types")) {
     skipLibCheck: true,
     declaration: true,
     emitDeclarationOnly: true,
+    rootDir: repo,
     outDir: join(dist, "types"),
   });
-  const emitted = program.emit();
+  // The SDK's sources import the protocol and a few shared helpers from outside client-sdk/:
+  // their declarations go beside the SDK's own (dist/types/protocol/, dist/types/common/), and
+  // the SDK's are lifted to dist/types/ with their imports pointing there.
+  rmSync(join(dist, "types"), { recursive: true, force: true });
+  const own = `${join(dist, "types", "client-sdk", "src")}/`;
+  const writeFile = (file, text) => {
+    const inside = file.startsWith(own);
+    const target = inside ? join(dist, "types", file.slice(own.length)) : file;
+    const body = inside ? text.replace(/(["'])\.\.\/\.\.\/(protocol|common)\//g, "$1./$2/") : text;
+    mkdirSync(dirname(target), { recursive: true });
+    writeFileSync(target, body);
+  };
+  const emitted = program.emit(undefined, writeFile);
   const problems = [...ts.getPreEmitDiagnostics(program), ...emitted.diagnostics];
   if (problems.length > 0) {
     const host = { getCanonicalFileName: (f) => f, getCurrentDirectory: () => root, getNewLine: () => "\n" };

@@ -1,4 +1,4 @@
-import { logEvent } from "./log";
+import { logEvent } from "../common/log";
 
 /** The part of a Workers Analytics Engine dataset binding the worker uses. */
 interface DataPointSink {

@@ -1,9 +1,9 @@
 import { Hono } from "hono";
 import { runBroadcast } from "./coordinator/broadcast";
-import { readCoordinatorConfig, type CoordinatorConfig } from "../durable-objects/coordinator/config";
+import { readCoordinatorConfig, type CoordinatorConfig } from "../common/coordinator-config";
 import { listRooms } from "./coordinator/listing";
 import { parseBroadcastBody, parseIdempotencyKey, parseListQuery } from "./coordinator/requests";
-import { logEvent } from "./log";
+import { logEvent } from "../common/log";
 import type { Env } from "./env";
 import { jsonError } from "./errors";
 import { bodyLimits, readBody } from "./request-body";

@@ -8,8 +8,10 @@ export interface Env {
   COORDINATOR: DurableObjectNamespace<Coordinator>;
   /** Leaf objects of sharded rooms (docs/sharded-rooms.md), named `<room>/<index>`. */
   LEAVES: DurableObjectNamespace<RoomLeaf>;
-  /** Every limit var is optional; absent ones fall back to DEFAULTS in the protocol module. */
+  /** Every limit var is optional; absent ones take their defaults (DEFAULTS in common/settings.ts). */
   [name: string]: unknown;
   /** Set only by the local server launcher: enables the loopback admin routes under /__local. */
   LOCAL_ADMIN_TOKEN?: string;
 }
+
+export type CoordinatorNamespace = Env["COORDINATOR"];

@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import type { ErrorBody, ErrorCode } from "../client-sdk/src/protocol";
+import type { ErrorBody, ErrorCode } from "../protocol";
 import type { PublishRefused } from "../durable-objects/room/publishing";
 import { countRefusal } from "./service-counters";
 

@@ -55,7 +55,7 @@ export type {
   PublishSource,
   PublishTransform,
 } from "../durable-objects/room/hooks";
-export { MAX_CONNECTION_DATA_BYTES, MAX_FRAMES_AWAITING_HOOKS } from "./settings";
+export { MAX_CONNECTION_DATA_BYTES, MAX_FRAMES_AWAITING_HOOKS } from "../common/settings";
 export { mintToken, verifyToken, type SubscribeClaims, type TokenRequest } from "./auth/tokens";
 export {
   CloseCode,
@@ -66,4 +66,4 @@ export {
   type CustomType,
   type ErrorBody,
   type ErrorCode,
-} from "../client-sdk/src/protocol";
+} from "../protocol";

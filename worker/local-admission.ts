@@ -4,7 +4,7 @@
  * reports the process's real descriptor count here and the worker refuses
  * upgrades with 503 before the limit, keeping existing sockets served. (The
  * launcher also keeps descriptors spare for connections that never become
- * sockets; see worker/local/limits.mjs.)
+ * sockets; see local-server/limits.mjs.)
  *
  * The state lives in the isolate because the local server runs one process.
  * On Cloudflare the launcher never reports, and nothing here refuses anything.

@@ -1,9 +1,8 @@
 import { Hono } from "hono";
-import type { ServiceTotals } from "../client-sdk/src/protocol";
 import type { ShardMetrics } from "../durable-objects/coordinator/coordinator";
-import { readCoordinatorConfig } from "../durable-objects/coordinator/config";
-import { shardStub } from "../durable-objects/coordinator/shards";
-import { addTotals, zeroTotals } from "../durable-objects/coordinator/totals";
+import { readCoordinatorConfig } from "../common/coordinator-config";
+import { shardStub } from "../common/coordinator-shards";
+import { addTotals, zeroTotals, type ServiceTotals } from "../common/counters";
 import type { Env } from "./env";
 import { flushServiceCounters } from "./service-counters";
 

@@ -1,5 +1,4 @@
-import { LEAF_FULL_HEADER, LEAF_INDEX_HEADER, PLACEMENT_HEADER } from "../durable-objects/room/headers";
-import { leafName, type Placement } from "../durable-objects/room/leaves";
+import { leafName, LEAF_FULL_HEADER, LEAF_INDEX_HEADER, PLACEMENT_HEADER, type Placement } from "../common/edge-requests";
 import type { Env } from "./env";
 
 /** Sockets this isolate may still open on one leaf, until the root stops counting them as on their way. */

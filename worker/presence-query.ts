@@ -1,4 +1,4 @@
-import { MAX_MEMBER_ID_LENGTH } from "../durable-objects/room/member";
+import { MAX_MEMBER_ID_LENGTH } from "../common/members";
 
 /** Members per page of `GET /rooms/{room}/presence` when `limit` is not given, and the most one page holds. */
 export const PRESENCE_PAGE_DEFAULT = 100;

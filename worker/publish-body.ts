@@ -1,5 +1,5 @@
-import type { ErrorCode } from "../client-sdk/src/protocol";
-import { utf8Length } from "./utf8";
+import type { ErrorCode } from "../protocol";
+import { utf8Length } from "../common/utf8";
 
 export type DecodedBody = { ok: true; dataJson: string } | { ok: false; status: 400 | 413; error: ErrorCode; message: string };
 

@@ -1,4 +1,4 @@
-import type { ErrorCode } from "../client-sdk/src/protocol";
+import type { ErrorCode } from "../protocol";
 
 export type BodyRead =
   | { ok: true; bytes: Uint8Array }

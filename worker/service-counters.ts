@@ -1,7 +1,6 @@
-import type { ServiceTotals } from "../client-sdk/src/protocol";
-import { logEvent } from "./log";
-import { shardStub } from "../durable-objects/coordinator/shards";
-import { addTotals, zeroTotals } from "../durable-objects/coordinator/totals";
+import { logEvent } from "../common/log";
+import { shardStub } from "../common/coordinator-shards";
+import { addTotals, zeroTotals, type ServiceTotals } from "../common/counters";
 import type { Env } from "./env";
 
 /**

@@ -1,3 +1,5 @@
+import { backoffCeiling as ceiling, fullJitter } from "../../common/jitter.js";
+
 /** How long to wait between reconnect attempts. */
 export interface BackoffOptions {
   /** Upper bound of the first delay, milliseconds. */
@@ -16,9 +18,7 @@ export const DEFAULT_BACKOFF: Readonly<BackoffOptions> = {
 
 /** The largest delay `backoffDelay` can return for `attempt` (0 = first retry). */
 export function backoffCeiling(attempt: number, options: BackoffOptions): number {
-  // Clamp the exponent so a long outage cannot overflow to Infinity.
-  const grown = options.initialDelayMs * Math.pow(options.factor, Math.min(attempt, 64));
-  return Math.min(options.maxDelayMs, grown);
+  return ceiling(attempt, { baseMs: options.initialDelayMs, maxMs: options.maxDelayMs, factor: options.factor });
 }
 
 /**
@@ -27,10 +27,6 @@ export function backoffCeiling(attempt: number, options: BackoffOptions): number
  * clients dropped at the same moment (a deploy, a restart) over the whole
  * window instead of having them return in synchronized waves.
  */
-export function backoffDelay(
-  attempt: number,
-  options: BackoffOptions,
-  random: () => number = Math.random,
-): number {
-  return Math.floor(random() * backoffCeiling(attempt, options));
+export function backoffDelay(attempt: number, options: BackoffOptions, random: () => number = Math.random): number {
+  return fullJitter(attempt, { baseMs: options.initialDelayMs, maxMs: options.maxDelayMs, factor: options.factor }, random);
 }

@@ -18,9 +18,9 @@ import {
   PING_INTERVAL_SECONDS,
   parseServerFrame,
   type CustomClientFrame,
-  type MessageEvent as WireMessage,
+  type ServerMessage as WireMessage,
   type ServerEvent,
-} from "./protocol.js";
+} from "../../protocol/index.js";
 import { PresenceView, type RoomPresence } from "./presence.js";
 import { OrderedStream, type Ackable } from "./stream.js";
 import type { WebSocketConstructor } from "./transport.js";

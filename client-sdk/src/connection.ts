@@ -1,6 +1,6 @@
 import { backoffDelay, type BackoffOptions } from "./backoff.js";
 import type { ConnectionState } from "./events.js";
-import { CloseCode, PING, PONG, shouldReconnect } from "./protocol.js";
+import { CloseCode, PING, PONG, shouldReconnect } from "../../protocol/index.js";
 import { OPEN, describe, type WebSocketConstructor, type WebSocketLike } from "./transport.js";
 import { withToken, type TokenSource } from "./url.js";
 

@@ -1,5 +1,5 @@
 import type { RoomMember, RoomPresence } from "./presence.js";
-import type { CustomServerEvent, ErrorCode, PresenceEvent } from "./protocol.js";
+import type { CustomServerEvent, ErrorCode, PresenceEvent } from "../../protocol/index.js";
 import { RoomEvent } from "./typed-target.js";
 
 /** Connection lifecycle of a room client. */

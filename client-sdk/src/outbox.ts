@@ -1,5 +1,5 @@
 import { PublishError } from "./events.js";
-import type { CustomClientFrame, ErrorEvent, PublishFrame, PublishedEvent, WelcomeEvent } from "./protocol.js";
+import type { CustomClientFrame, ServerError, PublishFrame, PublishedEvent, WelcomeEvent } from "../../protocol/index.js";
 import { describe } from "./transport.js";
 
 /** Where publishes go out: the connection. */
@@ -106,7 +106,7 @@ export class Outbox {
   }
 
   /** Settles the publish an answer names; false when it names none of ours. */
-  settle(answer: PublishedEvent | ErrorEvent): boolean {
+  settle(answer: PublishedEvent | ServerError): boolean {
     const publish = answer.id === undefined ? undefined : this.#pending.get(answer.id);
     if (!publish) return false;
     this.#pending.delete(answer.id!);

@@ -1,4 +1,4 @@
-import type { PresenceEvent, PresenceMember } from "./protocol.js";
+import type { PresenceEvent, PresenceMember } from "../../protocol/index.js";
 
 /** One member of a room: an identity, however many sockets (tabs, devices) it has open. */
 export interface RoomMember<I = unknown> {

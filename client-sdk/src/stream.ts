@@ -1,4 +1,5 @@
-import type { ClientFrame, LostEvent, MessageEvent, WelcomeEvent } from "./protocol.js";
+import type { ClientFrame, LostEvent, ServerMessage, WelcomeEvent } from "../../protocol/index.js";
+import { utf8Length } from "../../common/utf8.js";
 import { resumeUrl } from "./url.js";
 
 /** Until a welcome says otherwise: the room's default window. */
@@ -88,7 +89,7 @@ export class OrderedStream {
   }
 
   /** Whether `message` is the next in order; the position moves past it when it is. */
-  admit(message: MessageEvent): Admission {
+  admit(message: ServerMessage): Admission {
     const last = this.#lastSeq ?? message.seq - 1;
     if (message.seq <= last) return "duplicate";
     // The room never skips a message for a socket that acknowledges: a gap is a server fault,
@@ -148,15 +149,4 @@ export class OrderedStream {
       this.#unackedBytes = 0;
     }
   }
-}
-
-/** UTF-8 length of a string, which is what the server counts against the window. */
-function utf8Length(text: string): number {
-  let bytes = text.length;
-  for (let i = 0; i < text.length; i++) {
-    const code = text.charCodeAt(i);
-    // 2 bytes below U+0800; 3 for the rest of the BMP; a surrogate pair is 4 (2 per half).
-    if (code >= 0x80) bytes += code < 0x800 || (code >= 0xd800 && code <= 0xdfff) ? 1 : 2;
-  }
-  return bytes;
 }

@@ -1,4 +1,4 @@
-import { isValidRoomName, roomSocketPath } from "./protocol.js";
+import { isValidRoomName, roomSocketPath } from "../../protocol/index.js";
 
 /**
  * A subscribe token, or a function that gives one. A function is called

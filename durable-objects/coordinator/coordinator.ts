@@ -1,19 +1,14 @@
 import { DurableObject } from "cloudflare:workers";
-import { isValidRoomName, type ServiceTotals } from "../../client-sdk/src/protocol";
-import { logEvent } from "../../worker/log";
+import { isValidRoomName } from "../../protocol";
+import type { ServiceTotals } from "../../common/counters";
+import { logEvent } from "../../common/log";
 import type { Room } from "../room/room";
-import {
-  FANOUT_ATTEMPTS,
-  FANOUT_BACKOFF_MS,
-  FANOUT_CONCURRENCY,
-  FANOUT_PAGE_ROOMS,
-  readCoordinatorConfig,
-  type CoordinatorConfig,
-} from "./config";
+import { FANOUT_PAGE_ROOMS, readCoordinatorConfig, type CoordinatorConfig } from "../../common/coordinator-config";
+import { FANOUT_ATTEMPTS, FANOUT_BACKOFF_MS, FANOUT_CONCURRENCY } from "./fan-out-policy";
 import { fanOut, type FanOutResult } from "./fan-out";
 import { Directory } from "./directory";
 import { Registry, type RegistryQuery, type RoomEntry, type RoomReport } from "./registry";
-import { Totals } from "./totals";
+import { TotalsStore } from "./totals-store";
 
 /** A message for many rooms, as every shard receives it. */
 export interface BroadcastMessage {
@@ -51,7 +46,7 @@ export class Coordinator extends DurableObject<Record<string, unknown>> {
   readonly #config: CoordinatorConfig;
   readonly #registry: Registry;
   readonly #directory: Directory;
-  readonly #totals: Totals;
+  readonly #totals: TotalsStore;
   /** Whether the sweep alarm is known to be set; saves a storage call per report. */
   #sweepArmed = false;
 
@@ -60,7 +55,7 @@ export class Coordinator extends DurableObject<Record<string, unknown>> {
     this.#config = readCoordinatorConfig(env);
     this.#registry = new Registry(ctx.storage.sql);
     this.#directory = new Directory(ctx.storage.sql);
-    this.#totals = new Totals(ctx.storage.sql);
+    this.#totals = new TotalsStore(ctx.storage.sql);
   }
 
   /** A room wrote its first row (stored) or gave its storage back (not stored). */

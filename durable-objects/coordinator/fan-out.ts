@@ -1,4 +1,5 @@
-import { forEachBounded, fullJitter, sleep } from "./bounded";
+import { forEachBounded, sleep } from "../../common/bounded";
+import { fullJitter } from "../../common/jitter";
 
 /** What one room answered a broadcast publish with (a subset of the Room's PublishOutcome). */
 export type RoomDelivery = { recipients: number; duplicate: boolean } | { refused: { error: string; message: string } };
@@ -42,7 +43,7 @@ export async function fanOut(
   const result: FanOutResult = { rooms: 0, sockets: 0, duplicates: 0, refused: 0, failed: [] };
   let pending = rooms;
   for (let attempt = 0; attempt < options.attempts && pending.length > 0; attempt++) {
-    if (attempt > 0) await sleep(fullJitter(options.backoffMs, attempt - 1));
+    if (attempt > 0) await sleep(fullJitter(attempt - 1, { baseMs: options.backoffMs, maxMs: options.backoffMs * 2 ** options.attempts }));
     const failed: string[] = [];
     await forEachBounded(pending, options.concurrency, async (room) => {
       try {

@@ -1,8 +1,11 @@
-import type { RoomCounterValues } from "../../client-sdk/src/protocol";
-import { logEvent } from "../../worker/log";
-import { readCoordinatorConfig } from "./config";
+import type { RoomCounterValues } from "../../protocol";
+import { logEvent } from "../../common/log";
+import { readCoordinatorConfig } from "../../common/coordinator-config";
 import type { RoomReport } from "./registry";
-import { shardOf, shardStub, type CoordinatorNamespace } from "./shards";
+import { shardOf, shardStub } from "../../common/coordinator-shards";
+import type { Coordinator } from "./coordinator";
+
+type CoordinatorNamespace = DurableObjectNamespace<Coordinator>;
 
 /**
  * How a room tells the coordinator it is live. Rooms report on the edges

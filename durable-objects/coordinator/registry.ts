@@ -1,4 +1,4 @@
-import type { RoomCounterValues, RoomListEntry } from "../../client-sdk/src/protocol";
+import type { RoomCounterValues, RoomListEntry } from "../../protocol";
 /**
  * One shard's share of the live-room registry, in the shard's SQLite storage.
  *

@@ -4,7 +4,7 @@
  * see the wire protocol of client-sdk/src/protocol.ts, the same on every
  * object of a room, and none of this.
  */
-import type { RoomCounterValues, RoomLeafStats } from "../../client-sdk/src/protocol";
+import type { RoomCounterValues, RoomLeafStats } from "../../protocol";
 import type { Message } from "../room/message";
 
 /** Which leaf of which room: passed on every call, so a leaf woken from hibernation knows itself. */

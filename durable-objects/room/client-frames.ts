@@ -4,18 +4,18 @@ import {
   PONG,
   parseClientFrame,
   type CustomClientFrame,
-  type ErrorEvent,
+  type ServerError,
   type PublishedEvent,
   type PublishFrame,
-} from "../../client-sdk/src/protocol";
-import type { Limits } from "../../worker/settings";
-import { logEvent } from "../../worker/log";
+} from "../../protocol";
+import type { Limits } from "../../common/settings";
+import { logEvent } from "../../common/log";
 import type { RoomCounters } from "./counters";
 import type { Delivery } from "./delivery";
 import type { FrameHooks } from "./hook-runner";
 import type { PublishOutcome } from "./publishing";
 import type { RatePolicy, SocketState } from "./socket-state";
-import { utf8Length } from "../../worker/utf8";
+import { utf8Length } from "../../common/utf8";
 
 /**
  * Where a socket's publishes go: the room's own Publishing, or, for a socket
@@ -174,7 +174,7 @@ export class ClientFrames {
   }
 
   /** Answers a frame whose handling waited: only a socket still in the room is told. */
-  #answer(ws: WebSocket, state: SocketState, event: PublishedEvent | ErrorEvent): void {
+  #answer(ws: WebSocket, state: SocketState, event: PublishedEvent | ServerError): void {
     if (this.#delivery.get(ws) === state) this.#delivery.sendControl(ws, JSON.stringify(event));
   }
 
@@ -192,7 +192,7 @@ export class ClientFrames {
     this.#delivery.close(ws, code, message);
   }
 
-  #error(ws: WebSocket, event: ErrorEvent): void {
+  #error(ws: WebSocket, event: ServerError): void {
     this.#delivery.sendControl(ws, JSON.stringify(event));
   }
 }

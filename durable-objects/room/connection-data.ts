@@ -1,5 +1,5 @@
-import { MAX_CONNECTION_DATA_BYTES } from "../../worker/settings";
-import { utf8Length } from "../../worker/utf8";
+import { MAX_CONNECTION_DATA_BYTES } from "../../common/settings";
+import { utf8Length } from "../../common/utf8";
 import type { JsonObject } from "./hooks";
 
 export type ConnectionDataCheck = { ok: true; value: JsonObject } | { ok: false; error: TypeError | RangeError };

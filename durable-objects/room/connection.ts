@@ -1,10 +1,11 @@
-import { isCustomType, type CustomServerEvent } from "../../client-sdk/src/protocol";
+import { isCustomType, type CustomServerEvent } from "../../protocol";
 import { closeReason } from "../../worker/auth/socket-refusal";
-import { utf8Length } from "../../worker/utf8";
+import { utf8Length } from "../../common/utf8";
 import { checkConnectionData } from "./connection-data";
 import type { Delivery } from "./delivery";
 import type { Connection, HookCloseCode, JsonObject, MemberView } from "./hooks";
-import type { MemberIdentity, SocketState } from "./socket-state";
+import type { MemberIdentity } from "../../common/members";
+import type { SocketState } from "./socket-state";
 
 /** What a connection view needs of the room. */
 export interface ConnectionRoom {

@@ -1,5 +1,5 @@
-import type { RoomCounterValues } from "../../client-sdk/src/protocol";
-import { logEvent } from "../../worker/log";
+import type { RoomCounterValues } from "../../protocol";
+import { logEvent } from "../../common/log";
 import type { History } from "./history";
 
 /** How often counters are written at most: one row write per interval per active room. */

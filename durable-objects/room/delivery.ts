@@ -1,5 +1,5 @@
-import { CloseCode, type LostEvent } from "../../client-sdk/src/protocol";
-import { logEvent } from "../../worker/log";
+import { CloseCode, type LostEvent } from "../../protocol";
+import { logEvent } from "../../common/log";
 import type { RoomCounters } from "./counters";
 import { cutFrame, type BatchLimits, type Frame } from "./frames";
 import type { History } from "./history";

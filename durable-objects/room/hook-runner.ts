@@ -1,6 +1,6 @@
-import { MAX_FRAMES_AWAITING_HOOKS } from "../../worker/settings";
-import { logEvent } from "../../worker/log";
-import { utf8Length } from "../../worker/utf8";
+import { MAX_FRAMES_AWAITING_HOOKS } from "../../common/settings";
+import { logEvent } from "../../common/log";
+import { utf8Length } from "../../common/utf8";
 import { checkConnectionData } from "./connection-data";
 import { RoomConnection, type ConnectionRoom } from "./connection";
 import type { LeaveCause } from "./delivery";

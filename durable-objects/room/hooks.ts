@@ -16,7 +16,7 @@
  *   keep per-socket state in `connection.data` (it survives hibernation) and
  *   per-room state in `this.ctx.storage`.
  */
-import type { CustomServerEvent, CustomClientFrame } from "../../client-sdk/src/protocol";
+import type { CustomServerEvent, CustomClientFrame } from "../../protocol";
 
 /** A value JSON can carry. */
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };

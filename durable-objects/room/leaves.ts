@@ -1,10 +1,10 @@
-import type { RoomCounterValues } from "../../client-sdk/src/protocol";
-import { logEvent } from "../../worker/log";
+import type { RoomCounterValues } from "../../protocol";
+import { logEvent } from "../../common/log";
 import type { RoomLeaf } from "../leaf/leaf";
 import type { LeafAddress, LeafHistory, LeafMember, LeafReport, LeafSnapshot, LeafStart, LostRange } from "../leaf/rpc";
 import { zeroCounters } from "./counters";
 import type { History } from "./history";
-import { PLACEMENT_HEADER } from "./headers";
+import { leafName, PLACEMENT_HEADER, type Placement } from "../../common/edge-requests";
 import { LeafLink, type LeafStub, type LinkHost } from "./leaf-link";
 import type { Message } from "./message";
 
@@ -41,16 +41,6 @@ export interface LeavesHost {
   countersReported(delta: RoomCounterValues): void;
   /** The room went from one object to several, or back. */
   shardedChanged(sharded: boolean): void;
-}
-
-/**
- * Which leaves take new sockets (the body of a placement answer): each grant
- * is how many sockets the edge may open on that leaf without asking again.
- */
-export interface Placement {
-  leaves: { index: number; grant: number }[];
-  /** How long the edge may use the grants; the root counts them as taken until then. */
-  ttlMs: number;
 }
 
 /** `GET /rooms/{room}` of a sharded room: the root's own sockets and each leaf's. */
@@ -432,11 +422,6 @@ export class Leaves {
     }
     if (waiting) this.#armRetire();
   }
-}
-
-/** The name of leaf `index` of `room` in the LEAVES namespace (room names never hold a slash). */
-export function leafName(room: string, index: number): string {
-  return `${room}/${index}`;
 }
 
 /**

@@ -1,4 +1,4 @@
-import { utf8Length } from "../../worker/utf8";
+import { utf8Length } from "../../common/utf8";
 
 /**
  * One message as the room handles it: its serialized `message` event (the
@@ -9,7 +9,7 @@ export interface Message {
   seq: number;
   /** The receipt tag inside `event`; an ack must echo it. */
   tag: number;
-  /** The serialized MessageEvent. */
+  /** The serialized ServerMessage. */
   event: string;
   /** UTF-8 length of `event`: what it costs a socket's window. */
   bytes: number;

@@ -1,6 +1,6 @@
-import type { PresenceEvent, PresenceMember } from "../../client-sdk/src/protocol";
-import { logEvent } from "../../worker/log";
-import { utf8Length } from "../../worker/utf8";
+import type { PresenceEvent, PresenceMember } from "../../protocol";
+import { logEvent } from "../../common/log";
+import { utf8Length } from "../../common/utf8";
 import { TagSource } from "./message";
 import type { SocketState } from "./socket-state";
 

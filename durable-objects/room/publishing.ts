@@ -1,5 +1,5 @@
-import type { Limits } from "../../worker/settings";
-import { logEvent } from "../../worker/log";
+import type { Limits } from "../../common/settings";
+import { logEvent } from "../../common/log";
 import type { RoomCounters } from "./counters";
 import type { Delivery } from "./delivery";
 import { cutFrame, runOf, type BatchLimits, type Run } from "./frames";

@@ -1,4 +1,4 @@
-import type { PresenceMember } from "../../client-sdk/src/protocol";
+import type { PresenceMember } from "../../protocol";
 import type { LeafMember } from "../leaf/rpc";
 import type { PresencePage } from "./presence";
 import type { MemberView } from "./presence";

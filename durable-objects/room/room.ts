@@ -1,19 +1,19 @@
 import { DurableObject } from "cloudflare:workers";
-import { CloseCode, PING, PONG, type ErrorBody, type LostEvent, type RoomStats, type WelcomeEvent } from "../../client-sdk/src/protocol";
-import { readLimits, type Limits } from "../../worker/settings";
+import { CloseCode, PING, PONG, type ErrorBody, type LostEvent, type RoomStats, type WelcomeEvent } from "../../protocol";
+import { readLimits, type Limits } from "../../common/settings";
 import { registrationFor, type RoomRegistration } from "../coordinator/registration";
-import { logEvent } from "../../worker/log";
-import { utf8Length } from "../../worker/utf8";
+import { logEvent } from "../../common/log";
+import { utf8Length } from "../../common/utf8";
 import { closedSocketAnswer, refusesWithClose } from "../../worker/auth/socket-refusal";
 import type { LeafAddress, LeafHistory, LeafReport, LeafStart } from "../leaf/rpc";
 import type { RoomLeaf } from "../leaf/leaf";
-import type { RootRequests } from "../../client-sdk/src/protocol";
+import type { RootRequests } from "../../protocol";
 import { ClientFrames } from "./client-frames";
 import { memberView, type RoomConnection } from "./connection";
 import { deepFreeze } from "./connection-data";
 import { addCounters, RoomCounters } from "./counters";
 import { Delivery } from "./delivery";
-import { CAN_PUBLISH_HEADER, EDGE_HEADERS, LEAF_FULL_HEADER, ROOM_NAME_HEADER, TOKEN_EXPIRES_HEADER } from "./headers";
+import { CAN_PUBLISH_HEADER, EDGE_HEADERS, LEAF_FULL_HEADER, ROOM_NAME_HEADER, TOKEN_EXPIRES_HEADER } from "../../common/edge-requests";
 import { History } from "./history";
 import { HookRunner, type ConnectOutcome, type RoomHookSet } from "./hook-runner";
 import type {
@@ -28,7 +28,7 @@ import type {
 } from "./hooks";
 import { historyMessages, Leaves } from "./leaves";
 import { RoomMembers } from "./room-members";
-import { memberFromHeaders } from "./member";
+import { memberFromHeaders } from "../../common/edge-requests";
 import { Presence, type PresencePage } from "./presence";
 import { Publishing, type PublishOptions, type PublishOutcome, type PublishRefused, type PublishResult } from "./publishing";
 import { SocketState, type RatePolicy, type SocketAttachment } from "./socket-state";

@@ -14,6 +14,7 @@
  * running, so it only hibernates once every socket was level.
  */
 
+import type { MemberIdentity } from "../../common/members";
 import type { JsonObject } from "./hooks";
 
 /** Survives hibernation (serializeAttachment); keep it well under 16 KiB. */
@@ -32,14 +33,6 @@ export interface SocketAttachment {
   data?: JsonObject;
 }
 
-/** Who a socket is in the room's presence: decided at the edge, kept with the socket so it survives hibernation. */
-export interface MemberIdentity {
-  id: string;
-  /** Member data as JSON text (at most 1 KiB), or absent. */
-  info?: string;
-  /** False for a name the socket chose itself (open mode). */
-  verified: boolean;
-}
 
 /** The attachment's `activeAt` is rewritten at most this often: a write per frame would cost as much as the frame. */
 export const ACTIVITY_PERSIST_MS = 5000;

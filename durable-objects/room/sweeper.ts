@@ -1,5 +1,5 @@
-import { CloseCode } from "../../client-sdk/src/protocol";
-import { logEvent } from "../../worker/log";
+import { CloseCode } from "../../protocol";
+import { logEvent } from "../../common/log";
 import type { RoomCounters } from "./counters";
 import type { Delivery } from "./delivery";
 import { KEY_MIN_AGE_MS, type History } from "./history";

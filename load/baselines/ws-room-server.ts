@@ -26,12 +26,12 @@ import {
   isValidRoomName,
   parseClientFrame,
   type LostEvent,
-  type MessageEvent,
+  type ServerMessage,
   type PublishedEvent,
   type ServerEvent,
   type WelcomeEvent,
-} from "../../client-sdk/src/protocol";
-import { DEFAULTS } from "../../worker/settings";
+} from "../../protocol";
+import { DEFAULTS } from "../../common/settings";
 import { DurableHistory } from "./durable-history";
 
 interface HistoryEntry {
@@ -102,7 +102,7 @@ function trimHistory(room: Room, now: number): void {
 function publish(room: Room, data: unknown): { seq: number; recipients: number } {
   const ts = Date.now();
   const seq = ++room.seq;
-  const event: MessageEvent = { type: "message", seq, data, ts, tag: randomBytes(4).readUInt32BE(0) };
+  const event: ServerMessage = { type: "message", seq, data, ts, tag: randomBytes(4).readUInt32BE(0) };
   const frame = JSON.stringify(event);
   // Durable: committed before anyone is told, as the service stores before it answers.
   durable?.append(room.name, seq, ts, frame);

@@ -11,8 +11,8 @@
 // --idle-before S waits S seconds between the registry check and the first broadcast;
 // over 10 s the rooms hibernate, so the first broadcast also measures waking them.
 //
-// Without --url it starts the local server (worker/local/server.mjs --no-build: build
-// first with `node worker/local/build.mjs`) on --port with a fresh data directory and
+// Without --url it starts the local server (local-server/server.mjs --no-build: build
+// first with `node tools/build-worker.mjs`) on --port with a fresh data directory and
 // stops it at the end. Everything is bounded: the run gives up after --max-seconds (300).
 
 import { spawn } from "node:child_process";
@@ -48,7 +48,7 @@ const sockets = [];
 
 async function startServer() {
   dataDir = mkdtempSync(join(tmpdir(), "broadcast-bench-"));
-  const script = fileURLToPath(new URL("../../worker/local/server.mjs", import.meta.url));
+  const script = fileURLToPath(new URL("../../local-server/server.mjs", import.meta.url));
   const vars = args.shards ? ["--var", `COORDINATOR_SHARDS=${args.shards}`] : [];
   const child = spawn(process.execPath, [script, "--no-build", "--no-dev-vars", ...vars], {
     env: { ...process.env, PORT: String(PORT), DATA_DIR: dataDir },

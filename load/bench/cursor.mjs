@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 // Flow-control benchmark: what the per-socket cursor does for readers that keep up, fall
 // behind, stall, lie or resume. Every scenario runs against servers this script starts
-// (worker/local/server.mjs --no-build from --dir, default this checkout; build first with
-// `node worker/local/build.mjs`), each on its own port and fresh data directory, stopped at
+// (local-server/server.mjs --no-build from --dir, default this checkout; build first with
+// `node tools/build-worker.mjs`), each on its own port and fresh data directory, stopped at
 // the end; server figures come from workerd's /proc entries (Linux only).
 //
 // Usage:

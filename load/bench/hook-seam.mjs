@@ -29,6 +29,7 @@ import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { launcherIn } from "./local-server.mjs";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 const argv = process.argv.slice(2);
@@ -62,7 +63,7 @@ async function start(server, port) {
   const env = { ...process.env, PORT: String(port), ACCEPT_GATE: "off", DATA_DIR: mkdtempSync(join(tmpdir(), "hook-seam-")) };
   for (const key of ["PUBLISH_KEY", "TOKEN_SECRET"]) delete env[key];
   // The default worker was built by `npm run build` in its checkout; another config is bundled at start.
-  const args = [join(server.dir, "worker/local/server.mjs"), "--no-dev-vars", ...(server.args.length ? server.args : ["--no-build"])];
+  const args = [launcherIn(server.dir), "--no-dev-vars", ...(server.args.length ? server.args : ["--no-build"])];
   const child = spawn(process.execPath, args, { cwd: server.dir, env, stdio: ["ignore", "pipe", "pipe"] });
   children.push(child);
   let out = "";

@@ -1,14 +1,23 @@
-// What the benchmark scripts share: starting the local server (worker/local/server.mjs, what `npm start` runs)
+// What the benchmark scripts share: starting the local server (local-server/server.mjs, what `npm start` runs)
 // on 127.0.0.1 with a fresh data directory, stopping it with everything it started, and reading a process's CPU
 // time and memory from /proc (Linux only).
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 /** The checkout these scripts belong to. */
 export const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+/**
+ * The launcher of the checkout in `dir`: `local-server/server.mjs`, or `worker/local/server.mjs` in checkouts
+ * from before it moved (benchmarks measure the code before a change side by side with the code after it).
+ */
+export function launcherIn(dir = ROOT) {
+  const current = join(dir, "local-server/server.mjs");
+  return existsSync(current) ? current : join(dir, "worker/local/server.mjs");
+}
+
 /** Clock ticks per second of /proc/<pid>/stat (USER_HZ is 100 on Linux). */
 const CLK_TCK = 100;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -23,7 +32,7 @@ process.on("exit", () => {
 });
 
 /**
- * Starts the local server from `dir` (default this checkout; it must be built: `node worker/local/build.mjs`)
+ * Starts the local server from `dir` (default this checkout; it must be built: `node tools/build-worker.mjs`)
  * on `port`, with `vars` as `--var K=V`, no .dev.vars, and the accept gate as `gate` ("off" by default: the gate
  * relays every connection through the launcher, which a benchmark would measure as client CPU; "auto" leaves it
  * to the launcher). Resolves once it listens, with its workerd pid.
@@ -32,7 +41,7 @@ export async function startLocalServer({ port, vars = {}, dir = ROOT, gate = "of
   const dataDir = mkdtempSync(join(tmpdir(), `${label}-`));
   const varArgs = Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}=${v}`]);
   const gateArgs = gate === "auto" ? [] : ["--gate", gate];
-  const child = spawn(process.execPath, [join(dir, "worker/local/server.mjs"), "--no-build", "--no-dev-vars", ...gateArgs, ...varArgs], {
+  const child = spawn(process.execPath, [launcherIn(dir), "--no-build", "--no-dev-vars", ...gateArgs, ...varArgs], {
     env: { ...process.env, PORT: String(port), DATA_DIR: dataDir },
     stdio: ["ignore", "pipe", "pipe"],
     cwd: dir,

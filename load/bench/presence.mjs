@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Presence benchmark: what joins, leaves and reconnects cost a room, and what the member cap and
-// the leave delay buy. Every run starts its own local server (worker/local/server.mjs --no-build,
-// build first with `node worker/local/build.mjs`) on 127.0.0.1 with a fresh data directory and
+// the leave delay buy. Every run starts its own local server (local-server/server.mjs --no-build,
+// build first with `node tools/build-worker.mjs`) on 127.0.0.1 with a fresh data directory and
 // stops it at the end; server CPU comes from workerd's /proc entry (Linux only).
 //
 // Usage:

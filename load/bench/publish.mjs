@@ -62,7 +62,7 @@ async function start(target) {
   const url = `http://127.0.0.1:${PORT}`;
   const args =
     target === "ours"
-      ? [join(root, "worker/local/server.mjs"), "--no-build", "--no-dev-vars", ...vars.flatMap((v) => ["--var", v])]
+      ? [join(root, "local-server/server.mjs"), "--no-build", "--no-dev-vars", ...vars.flatMap((v) => ["--var", v])]
       : [join(root, "load/dist/baseline-server.js"), "--port", String(PORT), ...(target === "durable" ? ["--durable", join(dir, "history.sqlite")] : [])];
   const child = spawn(process.execPath, args, { env: { ...process.env, PORT: String(PORT), DATA_DIR: join(dir, "data") }, stdio: ["ignore", "pipe", "pipe"] });
   // The server must not outlive this script, whatever ends it.

@@ -50,7 +50,7 @@ function disk() {
 const rssMb = (pid) => Math.round(Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0) / 1024);
 
 async function start() {
-  const child = spawn(process.execPath, [join(root, "worker/local/server.mjs"), "--no-build", "--no-dev-vars", "--var", `HISTORY_MAX_AGE_SECONDS=${AGE}`], {
+  const child = spawn(process.execPath, [join(root, "local-server/server.mjs"), "--no-build", "--no-dev-vars", "--var", `HISTORY_MAX_AGE_SECONDS=${AGE}`], {
     env: { ...process.env, PORT: String(PORT), DATA_DIR: dataDir },
     stdio: ["ignore", "pipe", "pipe"],
   });

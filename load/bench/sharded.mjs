@@ -15,10 +15,10 @@
 // workerd runs every object of a process on one thread here, so a tree cannot be faster than
 // one object locally: what this measures is what the tree costs on top of the sends.
 //
-// Each server is started by this script (worker/local/server.mjs --no-build, workerd listening
+// Each server is started by this script (local-server/server.mjs --no-build, workerd listening
 // itself with --gate off so its CPU is the whole server's, a connection ceiling that fits the
 // run) on --port with a fresh data directory, and killed at the end. Build first:
-//   node worker/local/build.mjs && node load/build.mjs
+//   node tools/build-worker.mjs && node load/build.mjs
 // Run it under the machine's benchmark lock:
 //   flock /tmp/bench.lock node load/bench/sharded.mjs [--sockets 15000 --shard 2000 --storm-sockets 10000 --storm-rate 1
 //     --rate 2 --duration 20 --port 18451 --only fanout|storm --max-seconds 1200]
@@ -75,7 +75,7 @@ async function startServer(vars, sockets, ceilingOverride = null) {
   const varArgs = Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}=${v}`]);
   const child = spawn(
     process.execPath,
-    [join(root, "worker/local/server.mjs"), "--no-build", "--no-dev-vars", "--gate", "off", "--ceiling", String(ceiling), ...varArgs],
+    [join(root, "local-server/server.mjs"), "--no-build", "--no-dev-vars", "--gate", "off", "--ceiling", String(ceiling), ...varArgs],
     { cwd: root, env: { ...process.env, PORT: String(PORT), DATA_DIR: dataDir }, stdio: ["ignore", "pipe", "pipe"] },
   );
   let output = "";
@@ -346,7 +346,7 @@ async function main() {
   log(`descriptor hard limit ${limit}; ${SOCKETS} sockets (+ ${Math.ceil(SOCKETS / 2)} per client process)`);
   if (SOCKETS + 1500 > limit - 1000) throw new Error(`${SOCKETS} sockets do not fit a descriptor limit of ${limit} (workerd holds one per socket)`);
   for (const built of ["dist/worker.js", "load/dist/cli.js"]) {
-    if (spawnSync("test", ["-f", join(root, built)]).status !== 0) throw new Error(`${built} is missing: node worker/local/build.mjs && node load/build.mjs`);
+    if (spawnSync("test", ["-f", join(root, built)]).status !== 0) throw new Error(`${built} is missing: node tools/build-worker.mjs && node load/build.mjs`);
   }
   const result = { bench: "sharded", startedAt: new Date().toISOString(), sockets: SOCKETS, shard: SHARD, rate: RATE, durationSeconds: DURATION, descriptorLimit: limit };
   mkdirSync(join(root, "load/results"), { recursive: true });

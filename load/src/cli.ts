@@ -6,7 +6,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
-import { PING_INTERVAL_SECONDS } from "../../client-sdk/src/protocol";
+import { PING_INTERVAL_SECONDS } from "../../protocol";
 import { ClientPool } from "./client/pool";
 import { USAGE, UsageRequested, estimatedSeconds, parseLoadOptions, totalSockets, type LoadOptions, type ScenarioName } from "./options";
 import { HttpClient } from "./publisher";

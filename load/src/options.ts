@@ -19,7 +19,7 @@ export interface LoadOptions {
   baselinePort: number;
   /** The baseline commits each message to SQLite before answering its publish (like the service). */
   baselineDurable: boolean;
-  /** The --spawn'ed local server's accept gate (worker/local: the launcher relays connections to workerd). */
+  /** The --spawn'ed local server's accept gate (local-server/: the launcher relays connections to workerd). */
   serverGate: "auto" | "on" | "off";
   serverPid: number | undefined;
   allowRemote: boolean;
@@ -86,7 +86,7 @@ Scenarios:
 
 Target (loopback only unless --allow-remote):
   --url URL              target service (default http://127.0.0.1:8787); ws/wss/http/https accepted
-  --spawn                start the local server (worker/local/server.mjs) on --port for this run
+  --spawn                start the local server (local-server/server.mjs) on --port for this run
   --port N               port for --spawn (default 18201)
   --baseline             also run the same scenario against the bundled Node ws baseline server and print ratios
   --baseline-only        run only against the baseline (spawned on --baseline-port)

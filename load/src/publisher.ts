@@ -1,6 +1,6 @@
 import { Agent as HttpAgent, request as httpRequest } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
-import { roomPublishPath } from "../../client-sdk/src/protocol";
+import { roomPublishPath } from "../../protocol";
 import { Histogram } from "./stats/histogram";
 import { classifyConnectError } from "./stats/failures";
 import type { PublishedRange } from "./stats/ledger";

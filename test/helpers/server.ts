@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
-const serverScript = fileURLToPath(new URL("../../worker/local/server.mjs", import.meta.url));
+const serverScript = fileURLToPath(new URL("../../local-server/server.mjs", import.meta.url));
 const wranglerToml = fileURLToPath(new URL("../../wrangler.toml", import.meta.url));
 
 export interface ServerOptions {
@@ -108,7 +108,7 @@ function launch(port: number, dataDir: string, options: ServerOptions): Promise<
   });
 }
 
-/** Starts the local server (worker/local/server.mjs) on its own port and data directory. */
+/** Starts the local server (local-server/server.mjs) on its own port and data directory. */
 export async function startServer(options: ServerOptions = {}): Promise<LocalServer> {
   const port = options.port ?? (await freePort());
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), "fanout-test-"));

@@ -1,5 +1,5 @@
 import WebSocket from "ws";
-import { parseServerFrame, type MessageEvent, type PresenceEvent, type RoomStats, type ServerEvent } from "../../client-sdk/src/protocol";
+import { parseServerFrame, type ServerMessage, type PresenceEvent, type RoomStats, type ServerEvent } from "../../protocol";
 
 export interface CloseInfo {
   code: number;
@@ -22,7 +22,7 @@ export class TestSocket {
   readonly closed: Promise<CloseInfo>;
   closeInfo: CloseInfo | null = null;
   /** The last message received: what an ack names. */
-  lastMessage: MessageEvent | null = null;
+  lastMessage: ServerMessage | null = null;
   /** The seq this socket has read up to (welcome, lost, messages): what an ack of a presence event names. */
   readSeq = -1;
   #waiters = new Set<() => void>();
@@ -81,8 +81,8 @@ export class TestSocket {
     });
   }
 
-  get messages(): MessageEvent[] {
-    return this.events.filter((e): e is MessageEvent => e.type === "message");
+  get messages(): ServerMessage[] {
+    return this.events.filter((e): e is ServerMessage => e.type === "message");
   }
 
   get presence(): PresenceEvent[] {
@@ -90,7 +90,7 @@ export class TestSocket {
   }
 
   /** Acknowledges `message` (default: the last one received) with its seq and tag. */
-  ack(message: MessageEvent | null = this.lastMessage): void {
+  ack(message: ServerMessage | null = this.lastMessage): void {
     if (message) this.send({ type: "ack", seq: message.seq, tag: message.tag });
   }
 
@@ -155,7 +155,7 @@ export async function roomStats(baseUrl: string, room: string): Promise<RoomStat
 }
 
 /** Asserts-by-throwing that `messages` are exactly seqs from..to, each once, in order. */
-export function expectSeqs(messages: MessageEvent[], from: number, to: number): void {
+export function expectSeqs(messages: ServerMessage[], from: number, to: number): void {
   const seqs = messages.map((m) => m.seq);
   const expected = Array.from({ length: to - from + 1 }, (_, i) => from + i);
   if (JSON.stringify(seqs) !== JSON.stringify(expected)) {

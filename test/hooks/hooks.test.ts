@@ -8,7 +8,7 @@
  */
 import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import type { BroadcastResult, ErrorEvent, MessageEvent, PublishedEvent, RoomStats, ServerEvent } from "../../client-sdk/src/protocol";
+import type { BroadcastResult, ServerError, ServerMessage, PublishedEvent, RoomStats, ServerEvent } from "../../protocol";
 
 type Entry = { fetch(input: string, init?: RequestInit): Promise<Response> };
 const worker = (exports as unknown as { default: Entry }).default;
@@ -18,7 +18,7 @@ interface Socket {
   ws: WebSocket;
   events: ServerEvent[];
   closed: Promise<{ code: number; reason: string }>;
-  messages(): MessageEvent[];
+  messages(): ServerMessage[];
   /** Events of one type, by `type`. */
   of<T extends ServerEvent>(type: string): T[];
 }
@@ -40,7 +40,7 @@ async function open(room: string, query = "", headers: Record<string, string> = 
     ws,
     events,
     closed,
-    messages: () => events.filter((e): e is MessageEvent => e.type === "message"),
+    messages: () => events.filter((e): e is ServerMessage => e.type === "message"),
     of: <T extends ServerEvent>(type: string) => events.filter((e) => e.type === type) as T[],
   };
 }
@@ -112,7 +112,7 @@ describe("onConnect", () => {
     send(bob, { type: "publish", data: "from a listener", id: "p1" });
     await until(() => bob.of("x-echo").length === 1 && bob.of("error").length === 1);
     expect(bob.of<ServerEvent & { canPublish: boolean }>("x-echo")[0]!.canPublish).toBe(false);
-    expect(bob.of<ErrorEvent>("error")[0]).toMatchObject({ code: "forbidden", id: "p1" });
+    expect(bob.of<ServerError>("error")[0]).toMatchObject({ code: "forbidden", id: "p1" });
     ann.ws.close(1000);
     bob.ws.close(1000);
   });
@@ -227,7 +227,7 @@ describe("beforePublish", () => {
     await until(() => publisher.of("published").length + publisher.of("error").length === frames.length);
     // Each answered once, by its id. (Inside vitest-pool-workers the runtime may hand a socket's frames to
     // the room out of order; test/node/hooks-local.test.ts checks the order through real sockets.)
-    const answers = new Map((publisher.events.filter((e) => e.type === "published" || e.type === "error") as (PublishedEvent | ErrorEvent)[]).map((a) => [a.id, a]));
+    const answers = new Map((publisher.events.filter((e) => e.type === "published" || e.type === "error") as (PublishedEvent | ServerError)[]).map((a) => [a.id, a]));
     expect([...answers.keys()].sort()).toEqual(frames.map((_, i) => `f${i}`).sort());
     frames.forEach(([, code], i) => {
       const answer = answers.get(`f${i}`)!;
@@ -278,13 +278,13 @@ describe("onClientFrame", () => {
     await until(() => s.of("x-set").length === 1);
     send(s, { type: "x-echo", id: "c6" });
     await until(() => s.of("x-echo").length === 1);
-    expect(s.of<ErrorEvent>("error").map((e) => [e.id, e.code]).sort()).toEqual([
+    expect(s.of<ServerError>("error").map((e) => [e.id, e.code]).sort()).toEqual([
       ["c1", "internal"],
       ["c2", "internal"],
       ["c3", "internal"],
       ["c4", "internal"],
     ]);
-    expect(s.of<ErrorEvent>("error")[0]!.message).toBe("the room could not handle x-throw");
+    expect(s.of<ServerError>("error")[0]!.message).toBe("the room could not handle x-throw");
     // Nothing but x- events can be sent by a hook: no forged message arrived.
     expect(s.messages()).toEqual([]);
     expect(s.of("x-set")).toEqual([{ type: "x-set", data: { name: "cat2", joinedAt: 2 } }]);

@@ -1,9 +1,9 @@
 import { sign } from "hono/jwt";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import { CloseCode, parseServerFrame, type ErrorBody, type ServerEvent } from "../../client-sdk/src/protocol";
+import { CloseCode, parseServerFrame, type ErrorBody, type ServerEvent } from "../../protocol";
 import { mintToken } from "../../worker/auth/tokens";
-import { runTokenCli } from "../../worker/auth/token-command";
+import { runTokenCli } from "../../tools/token-command";
 import { startServer, type LocalServer } from "../helpers/server";
 
 const PUBLISH_KEY = "pk-3f9c1e7a-access-test";

@@ -2,11 +2,11 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import {
   CloseCode,
   type BroadcastResult as BroadcastAnswer,
-  type MessageEvent,
+  type ServerMessage,
   type RoomList,
   type RoomListEntry as RoomEntry,
   type WelcomeEvent,
-} from "../../client-sdk/src/protocol";
+} from "../../protocol";
 import { startServer, type LocalServer } from "../helpers/server";
 import { publish, TestSocket } from "../helpers/socket";
 
@@ -114,7 +114,7 @@ async function settle(server: LocalServer, byRoom: Map<string, TestSocket[]>): P
   }
 }
 
-const dataOf = (messages: MessageEvent[]) => messages.filter((m) => !(typeof m.data === "object" && m.data !== null && "marker" in m.data)).map((m) => m.data);
+const dataOf = (messages: ServerMessage[]) => messages.filter((m) => !(typeof m.data === "object" && m.data !== null && "marker" in m.data)).map((m) => m.data);
 
 const names = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}${String(i).padStart(2, "0")}`);
 

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
-import type { MessageEvent } from "../../client-sdk/src/protocol";
+import type { ServerMessage } from "../../protocol";
 import { startServer, type LocalServer } from "../helpers/server";
 import { TestSocket } from "../helpers/socket";
 
@@ -9,7 +9,7 @@ afterEach(async () => {
 });
 
 /** Every message a room still holds, read by a socket that resumes from 0 and acks as it goes. */
-async function historyOf(server: LocalServer, room: string, count: number): Promise<MessageEvent[]> {
+async function historyOf(server: LocalServer, room: string, count: number): Promise<ServerMessage[]> {
   const reader = await TestSocket.open(`${server.wsUrl}/rooms/${room}/ws?since=0`);
   await reader.waitForMessages(count, 20_000);
   reader.close();

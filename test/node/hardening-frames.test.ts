@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import { CloseCode } from "../../client-sdk/src/protocol";
+import { CloseCode } from "../../protocol";
 import { startServer, type LocalServer } from "../helpers/server";
 
 // workerd buffers a client message whole (up to 32 MiB) before the room can

@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import { CloseCode } from "../../client-sdk/src/protocol";
+import { CloseCode } from "../../protocol";
 import { freePort, privateDirOf, startServer, type LocalServer } from "../helpers/server";
 
 // Whatever stops the launcher stops workerd; a start that cannot have its port
@@ -111,7 +111,7 @@ describe("starting", () => {
   it("says the port is taken and exits non-zero, leaving the server on it alone", async () => {
     const server = await serve();
     const started = Date.now();
-    const second = spawn(process.execPath, [join(root, "worker/local/server.mjs"), "--no-build", "--no-dev-vars"], {
+    const second = spawn(process.execPath, [join(root, "local-server/server.mjs"), "--no-build", "--no-dev-vars"], {
       env: { ...process.env, PORT: String(server.port), DATA_DIR: mkdtempSync(join(tmpdir(), "fanout-taken-")) },
       stdio: ["ignore", "pipe", "pipe"],
     });

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { fileURLToPath } from "node:url";
 import WebSocket from "ws";
 import { PublishError, RoomClient, type RoomCustomEvent } from "../../client-sdk/src/index";
-import type { ErrorEvent, PublishedEvent, ServerEvent } from "../../client-sdk/src/protocol";
+import type { ServerError, PublishedEvent, ServerEvent } from "../../protocol";
 import { startServer, type LocalServer } from "../helpers/server";
 import { publish, roomStats, TestSocket } from "../helpers/socket";
 
@@ -107,7 +107,7 @@ describe("hooks on the local server", () => {
     const socket = await TestSocket.open(`${wsBase}/rooms/http-refusals/ws`);
     socket.send({ type: "publish", data: { op: "throw" }, id: "t" });
     await socket.waitFor((s) => of(s, "error").length === 1);
-    expect(of<ErrorEvent>(socket, "error")[0]).toMatchObject({ code: "internal", id: "t" });
+    expect(of<ServerError>(socket, "error")[0]).toMatchObject({ code: "internal", id: "t" });
     expect((await publish(base, "http-refusals", "fine")).body).toMatchObject({ seq: 1, recipients: 1 });
     await socket.waitForMessages(1);
     socket.close();

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { fileURLToPath } from "node:url";
-import type { ErrorEvent, PublishedEvent, RoomStats, ServerEvent } from "../../client-sdk/src/protocol";
+import type { ServerError, PublishedEvent, RoomStats, ServerEvent } from "../../protocol";
 import { startServer, type LocalServer } from "../helpers/server";
 import { roomStats, TestSocket } from "../helpers/socket";
 
@@ -53,7 +53,7 @@ describe("hooks in sharded rooms", () => {
     onLeaf.send({ type: "publish", data: { refuse: true }, id: "no" });
     onLeaf.send({ type: "publish", data: "hello", id: "yes" });
     await onLeaf.waitFor((s) => of(s, "published").length === 1 && of(s, "error").length === 1, 10_000, "both answers");
-    expect(of<ErrorEvent>(onLeaf, "error")[0]).toMatchObject({ code: "forbidden", id: "no", message: "refused by the room's rule" });
+    expect(of<ServerError>(onLeaf, "error")[0]).toMatchObject({ code: "forbidden", id: "no", message: "refused by the room's rule" });
     expect(of<PublishedEvent>(onLeaf, "published")[0]).toMatchObject({ id: "yes", seq: 1 });
 
     const fromHttp = await fetch(`${server.url}/rooms/${room}/publish`, { method: "POST", body: JSON.stringify({ refuse: 1 }), headers: { "content-type": "application/json" } });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CloseCode } from "../../client-sdk/src/protocol";
+import { CloseCode } from "../../protocol";
 import { startServer, type LocalServer } from "../helpers/server";
 import { roomStats, TestSocket } from "../helpers/socket";
 

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { CloseCode, type WelcomeEvent } from "../../client-sdk/src/protocol";
+import { CloseCode, type WelcomeEvent } from "../../protocol";
 import { startServer, type LocalServer } from "../helpers/server";
 import { expectSeqs, publish, refusedUpgrade, roomStats, TestSocket } from "../helpers/socket";
 

@@ -39,9 +39,11 @@ function npmEnv(): NodeJS.ProcessEnv {
 
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), "sdk-package-"));
-  // A copy of the package's sources, no dist/: packing it proves `prepack` builds everything.
+  // A copy of the package's sources, no dist/: packing it proves `prepack` builds everything. The SDK
+  // bundles the protocol and a few shared helpers from beside it in the repository, so those come too.
   const source = join(work, "client-sdk");
   cpSync(join(repo, "client-sdk"), source, { recursive: true, filter: (path) => !path.startsWith(join(repo, "client-sdk", "dist")) });
+  for (const shared of ["protocol", "common"]) cpSync(join(repo, shared), join(work, shared), { recursive: true });
   // The build's tools (esbuild, typescript, @types/react) come from the repository, as they do for client-sdk/.
   symlinkSync(join(repo, "node_modules"), join(work, "node_modules"));
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import type { PresenceEvent, PresenceMember } from "../../client-sdk/src/protocol";
+import type { PresenceEvent, PresenceMember } from "../../protocol";
 import { startServer, type LocalServer } from "../helpers/server";
 import { publish, refusedUpgrade, roomStats, TestSocket } from "../helpers/socket";
 

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import type { MessageEvent, PresenceEvent } from "../../client-sdk/src/protocol";
+import type { ServerMessage, PresenceEvent } from "../../protocol";
 // The raw client documented in docs/protocol.md, imported as it is printed there.
 import { followRoom as untypedFollowRoom } from "../../docs/examples/raw-client.mjs";
 import { startServer, type LocalServer } from "../helpers/server";
@@ -12,7 +12,7 @@ import { startProxy, type TcpProxy } from "./sdk-proxy";
 /** The example is plain JavaScript: this is the shape it is used with. */
 const followRoom = untypedFollowRoom as unknown as (
   url: string,
-  onMessage: (message: MessageEvent) => void,
+  onMessage: (message: ServerMessage) => void,
   options: { WebSocket: unknown; onLost?: (event: unknown) => void; onPresence?: (event: PresenceEvent) => void },
 ) => { close(): void };
 
@@ -40,7 +40,7 @@ describe("the raw client in docs/protocol.md", () => {
 
   it("gets every message once and in order through bursts, a small window and dropped connections", async () => {
     const room = "raw-follow";
-    const received: MessageEvent[] = [];
+    const received: ServerMessage[] = [];
     const lost: unknown[] = [];
     const follower = followRoom(`${proxy.wsUrl}/rooms/${room}/ws`, (m) => received.push(m), {
       WebSocket,

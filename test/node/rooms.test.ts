@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CloseCode, type LostEvent, type WelcomeEvent } from "../../client-sdk/src/protocol";
+import { CloseCode, type LostEvent, type WelcomeEvent } from "../../protocol";
 import { startServer, type LocalServer } from "../helpers/server";
 import { expectSeqs, publish, refusedUpgrade, roomStats, TestSocket } from "../helpers/socket";
 

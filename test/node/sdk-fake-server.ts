@@ -9,10 +9,10 @@ import {
   roomSocketPath,
   type AckFrame,
   type ClientFrame,
-  type MessageEvent,
+  type ServerMessage,
   type ServerEvent,
   type WelcomeEvent,
-} from "../../client-sdk/src/protocol";
+} from "../../protocol";
 
 /**
  * A room server in this process, speaking the wire protocol (docs/protocol.md)
@@ -51,7 +51,7 @@ export interface Received {
 export class FakeConnection {
   readonly received: Received[] = [];
   /** Messages sent on this socket, by seq: an ack must name one of them with its tag. */
-  readonly sent = new Map<number, MessageEvent>();
+  readonly sent = new Map<number, ServerMessage>();
   readonly openedAt = Date.now();
   closeInfo: { code: number; reason: string } | null = null;
   welcomed = false;
@@ -82,7 +82,7 @@ export class FakeRoomServer {
   readonly room: string;
   readonly epoch = randomUUID();
   readonly connections: FakeConnection[] = [];
-  readonly history: MessageEvent[] = [];
+  readonly history: ServerMessage[] = [];
   #wss: WebSocketServer;
   #options: FakeRoomOptions;
   #waiters = new Set<() => void>();
@@ -126,7 +126,7 @@ export class FakeRoomServer {
   }
 
   /** Appends messages to history and sends them to every welcomed connection, all in one frame. */
-  publish(...datas: unknown[]): MessageEvent[] {
+  publish(...datas: unknown[]): ServerMessage[] {
     const messages = datas.map((data) => this.#append(data));
     for (const connection of this.open) if (connection.welcomed) connection.send(messages);
     return messages;
@@ -155,8 +155,8 @@ export class FakeRoomServer {
     await new Promise<void>((resolve) => this.#wss.close(() => resolve()));
   }
 
-  #append(data: unknown): MessageEvent {
-    const message: MessageEvent = { type: "message", seq: this.seq + 1, data, ts: Date.now(), tag: Math.floor(Math.random() * 0xffff_ffff) };
+  #append(data: unknown): ServerMessage {
+    const message: ServerMessage = { type: "message", seq: this.seq + 1, data, ts: Date.now(), tag: Math.floor(Math.random() * 0xffff_ffff) };
     this.history.push(message);
     return message;
   }

@@ -1,16 +1,16 @@
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import type { MessageEvent, PresenceEvent, PresenceMember, RoomStats } from "../../client-sdk/src/protocol";
+import type { ServerMessage, PresenceEvent, PresenceMember, RoomStats } from "../../protocol";
 // The raw client documented in docs/protocol.md, as a client of a sharded room.
 import { followRoom as untypedFollowRoom } from "../../docs/examples/raw-client.mjs";
-import { adminClient } from "../../worker/local/admin.mjs";
+import { adminClient } from "../../local-server/admin.mjs";
 import { privateDirOf, startServer, type LocalServer } from "../helpers/server";
 import { expectSeqs, publish, roomStats, TestSocket } from "../helpers/socket";
 
 const followRoom = untypedFollowRoom as unknown as (
   url: string,
-  onMessage: (message: MessageEvent) => void,
+  onMessage: (message: ServerMessage) => void,
   options: { WebSocket: unknown; onPresence?: (event: PresenceEvent) => void },
 ) => { close(): void };
 
@@ -158,7 +158,7 @@ describe("a room past ROOM_SHARD_SOCKETS", () => {
 
   it("loses only a killed leaf's sockets, which reconnect and resume with nothing lost or doubled", async () => {
     const room = "sharded-crash";
-    const received: MessageEvent[][] = [];
+    const received: ServerMessage[][] = [];
     let connections = 0;
     class CountingWebSocket extends WebSocket {
       constructor(url: string | URL) {
@@ -168,7 +168,7 @@ describe("a room past ROOM_SHARD_SOCKETS", () => {
     }
     const followers = [];
     for (let i = 0; i < 6; i++) {
-      const mine: MessageEvent[] = [];
+      const mine: ServerMessage[] = [];
       received.push(mine);
       followers.push(followRoom(`${server.wsUrl}/rooms/${room}/ws`, (m) => mine.push(m), { WebSocket: CountingWebSocket }));
       await until(() => fetch(`${server.url}/rooms/${room}`).then((r) => (r.status === 200 ? r.json() : { connections: 0 })), (s) => (s as RoomStats).connections === i + 1, "the follower");

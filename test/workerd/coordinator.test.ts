@@ -1,12 +1,12 @@
 import { env, exports } from "cloudflare:workers";
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { readCoordinatorConfig } from "../../durable-objects/coordinator/config";
+import { readCoordinatorConfig } from "../../common/coordinator-config";
 import type { Coordinator } from "../../durable-objects/coordinator/coordinator";
 import { fanOut, type RoomDelivery } from "../../durable-objects/coordinator/fan-out";
 import { prefixUpperBound, Registry } from "../../durable-objects/coordinator/registry";
 import { decodeCursor, encodeCursor, parseBroadcastBody, parseListQuery } from "../../worker/coordinator/requests";
-import { hashRoomName, shardOf, shardStub } from "../../durable-objects/coordinator/shards";
+import { hashRoomName, shardOf, shardStub } from "../../common/coordinator-shards";
 import type { Env } from "../../worker/env";
 
 const bindings = env as unknown as Env;

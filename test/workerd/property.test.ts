@@ -17,11 +17,11 @@ import {
   isValidRoomName,
   parseClientFrame,
   type ErrorCode,
-  type MessageEvent,
+  type ServerMessage,
   type RoomStats,
   type ServerEvent,
-} from "../../client-sdk/src/protocol";
-import { DEFAULTS } from "../../worker/settings";
+} from "../../protocol";
+import { DEFAULTS } from "../../common/settings";
 import { mintToken } from "../../worker/auth/tokens";
 import { createFanoutApp } from "../../worker/app";
 
@@ -87,7 +87,7 @@ interface ClientSocket {
   events: ServerEvent[];
   close: { code: number; reason: string } | null;
   /** The last message of the last frame received: what an ack names. */
-  lastOfFrame: MessageEvent | null;
+  lastOfFrame: ServerMessage | null;
 }
 
 function adopt(ws: WebSocket): ClientSocket {
@@ -97,7 +97,7 @@ function adopt(ws: WebSocket): ClientSocket {
     const parsed: unknown = JSON.parse(e.data);
     const events = (Array.isArray(parsed) ? parsed : [parsed]) as ServerEvent[];
     socket.events.push(...events);
-    socket.lastOfFrame = events.filter((x): x is MessageEvent => x.type === "message").at(-1) ?? socket.lastOfFrame;
+    socket.lastOfFrame = events.filter((x): x is ServerMessage => x.type === "message").at(-1) ?? socket.lastOfFrame;
   });
   ws.addEventListener("close", (e) => {
     socket.close = { code: e.code, reason: e.reason };
@@ -139,12 +139,12 @@ async function readHistory(room: string, upTo: number): Promise<Map<number, stri
   if (upTo === 0) return seen;
   const s = await openSocket(room, "?since=0");
   let handled = 0;
-  let acked: MessageEvent | null = null;
+  let acked: ServerMessage | null = null;
   await until(
     () => {
       for (; handled < s.events.length; handled++) {
         const event = s.events[handled] as ServerEvent;
-        if (event.type === "message") seen.set(event.seq, JSON.stringify((event as MessageEvent).data));
+        if (event.type === "message") seen.set(event.seq, JSON.stringify((event as ServerMessage).data));
       }
       if (s.lastOfFrame !== null && s.lastOfFrame !== acked) {
         acked = s.lastOfFrame;

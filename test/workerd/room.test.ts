@@ -1,8 +1,8 @@
 import { env, exports } from "cloudflare:workers";
 import { runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import type { MessageEvent, RoomStats, ServerEvent } from "../../client-sdk/src/protocol";
-import { readLimits } from "../../worker/settings";
+import type { ServerMessage, RoomStats, ServerEvent } from "../../protocol";
+import { readLimits } from "../../common/settings";
 import { RoomCounters } from "../../durable-objects/room/counters";
 import { Delivery } from "../../durable-objects/room/delivery";
 import { History, type HistoryRead } from "../../durable-objects/room/history";
@@ -83,13 +83,13 @@ describe("Room object", () => {
     const stub = bindings.ROOMS.get(bindings.ROOMS.idFromName("room-obj"));
     for (let i = 0; i < 5; i++) await stub.publish("room-obj", JSON.stringify({ i }));
     await until(() => a.events.filter((e) => e.type === "message").length === 5);
-    const live = a.events.filter((e) => e.type === "message") as MessageEvent[];
+    const live = a.events.filter((e) => e.type === "message") as ServerMessage[];
     expect(live.map((m) => m.seq)).toEqual([1, 2, 3, 4, 5]);
     expect(live.every((m) => Number.isInteger(m.tag) && m.tag >= 0 && m.tag <= 0xffffffff)).toBe(true);
 
     const b = await openSocket("room-obj", "?since=2");
     await until(() => b.events.filter((e) => e.type === "message").length === 3);
-    const resumed = b.events.filter((e) => e.type === "message") as MessageEvent[];
+    const resumed = b.events.filter((e) => e.type === "message") as ServerMessage[];
     expect(resumed.map((m) => m.seq)).toEqual([3, 4, 5]);
     // Catch-up sends what was stored: the same events, tags included.
     expect(resumed).toEqual(live.slice(2));
@@ -173,7 +173,7 @@ function seqsOf(read: HistoryRead): number[] {
 
 /** What the runs say on the wire, as [seq, tag] pairs. */
 function eventsOf(read: HistoryRead): [number, number][] {
-  return read.runs.flatMap((run) => (JSON.parse(`[${run.text}]`) as MessageEvent[]).map((e) => [e.seq, e.tag] as [number, number]));
+  return read.runs.flatMap((run) => (JSON.parse(`[${run.text}]`) as ServerMessage[]).map((e) => [e.seq, e.tag] as [number, number]));
 }
 
 describe("History", () => {

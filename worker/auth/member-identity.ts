@@ -1,4 +1,5 @@
-import { checkMemberInfo, isValidMemberId, MAX_MEMBER_ID_LENGTH, memberHeaders } from "../../durable-objects/room/member";
+import { memberHeaders } from "../../common/edge-requests";
+import { checkMemberInfo, isValidMemberId, MAX_MEMBER_ID_LENGTH } from "../../common/members";
 import type { SubscribeClaims } from "./tokens";
 
 /** Query parameters an open-mode socket names itself with. */

@@ -1,6 +1,6 @@
-import { logEvent } from "../log";
+import { logEvent } from "../../common/log";
 import type { MiddlewareHandler } from "hono";
-import { accessSettings, type AccessSettings } from "../settings";
+import { accessSettings, type AccessSettings } from "../../common/settings";
 
 /** What is open to anyone under `settings`; empty when every check is configured. */
 export function openModeGaps(settings: AccessSettings): string[] {

@@ -1,4 +1,4 @@
-import { normalizeOrigin } from "../settings";
+import { normalizeOrigin } from "../../common/settings";
 
 /**
  * Whether an upgrade's `Origin` passes the allow-list. Browsers always send

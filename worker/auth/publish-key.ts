@@ -1,6 +1,6 @@
 import type { MiddlewareHandler } from "hono";
 import { refuse } from "./refusal";
-import { accessSettings } from "../settings";
+import { accessSettings } from "../../common/settings";
 
 const encoder = new TextEncoder();
 

@@ -1,6 +1,6 @@
 import type { Context } from "hono";
-import type { ErrorCode } from "../../client-sdk/src/protocol";
-import { logEvent } from "../log";
+import type { ErrorCode } from "../../protocol";
+import { logEvent } from "../../common/log";
 import { jsonError } from "../errors";
 import { countRefusal } from "../service-counters";
 import { closedSocketAnswer, refusalCloseCode, refusesWithClose } from "./socket-refusal";

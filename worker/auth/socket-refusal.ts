@@ -1,4 +1,4 @@
-import { CloseCode } from "../../client-sdk/src/protocol";
+import { CloseCode } from "../../protocol";
 import { FANOUT_SUBPROTOCOL, parseSubprotocolOffer } from "./subprotocol";
 
 /**

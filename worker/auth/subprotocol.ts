@@ -9,7 +9,7 @@
  * the token. A browser closes the connection when the server selects nothing
  * from a non-empty offer, so any offer must include `fanout.v1`.
  */
-import { SUBPROTOCOL, TOKEN_SUBPROTOCOL_PREFIX } from "../../client-sdk/src/protocol";
+import { SUBPROTOCOL, TOKEN_SUBPROTOCOL_PREFIX } from "../../protocol";
 
 export { TOKEN_SUBPROTOCOL_PREFIX };
 export const FANOUT_SUBPROTOCOL = SUBPROTOCOL;

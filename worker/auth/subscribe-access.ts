@@ -4,7 +4,7 @@ import { jsonError } from "../errors";
 import { memberVerdict } from "./member-identity";
 import { originAllowed } from "./origins";
 import { refuseUpgrade } from "./refusal";
-import { accessSettings } from "../settings";
+import { accessSettings } from "../../common/settings";
 import { FANOUT_SUBPROTOCOL, parseSubprotocolOffer } from "./subprotocol";
 import { tokenAllowsRoom, verifyToken, type SubscribeClaims } from "./tokens";
 

@@ -1,7 +1,7 @@
 import { sign, verify } from "hono/jwt";
 import { JwtTokenExpired, JwtTokenNotBefore } from "hono/utils/jwt/types";
-import { isValidRoomName } from "../../client-sdk/src/protocol";
-import { checkMemberInfo } from "../../durable-objects/room/member";
+import { isValidRoomName } from "../../protocol";
+import { checkMemberInfo } from "../../common/members";
 
 /**
  * Claims of a subscribe token (an HS256 JWT signed with TOKEN_SECRET).

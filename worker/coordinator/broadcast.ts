@@ -1,11 +1,14 @@
-import type { BroadcastResult } from "../../client-sdk/src/protocol";
-import { logEvent } from "../log";
-import { forEachBounded, fullJitter, sleep } from "../../durable-objects/coordinator/bounded";
-import { FAILED_NAMES_MAX, FANOUT_PAGE_ROOMS, SHARD_ATTEMPTS, SHARD_CONCURRENCY, type CoordinatorConfig } from "../../durable-objects/coordinator/config";
+import type { BroadcastResult } from "../../protocol";
+import { logEvent } from "../../common/log";
+import { forEachBounded, sleep } from "../../common/bounded";
+import { fullJitter } from "../../common/jitter";
+import { FANOUT_PAGE_ROOMS, type CoordinatorConfig } from "../../common/coordinator-config";
+import { FAILED_NAMES_MAX, SHARD_ATTEMPTS, SHARD_CONCURRENCY } from "./policy";
 import type { BroadcastMessage, PageFanOutResult, RegistryPage } from "../../durable-objects/coordinator/coordinator";
 import type { FanOutResult } from "../../durable-objects/coordinator/fan-out";
 import type { BroadcastTarget } from "./requests";
-import { groupByShard, shardStub, type CoordinatorNamespace } from "../../durable-objects/coordinator/shards";
+import { groupByShard, shardStub } from "../../common/coordinator-shards";
+import type { CoordinatorNamespace } from "../env";
 
 /** The per-room idempotency key of a broadcast: the same on every retry of the same request. */
 export function roomKey(idempotencyKey: string): string {
@@ -90,7 +93,7 @@ export async function runBroadcast(
 /** Calls a shard up to SHARD_ATTEMPTS times; null when every attempt threw. */
 async function withRetries<T>(shard: number, call: () => Promise<T>): Promise<T | null> {
   for (let attempt = 0; attempt < SHARD_ATTEMPTS; attempt++) {
-    if (attempt > 0) await sleep(fullJitter(100, attempt - 1));
+    if (attempt > 0) await sleep(fullJitter(attempt - 1, { baseMs: 100, maxMs: 100 * 2 ** SHARD_ATTEMPTS }));
     try {
       return await call();
     } catch (error) {

@@ -1,9 +1,11 @@
-import type { RoomList } from "../../client-sdk/src/protocol";
-import { forEachBounded } from "../../durable-objects/coordinator/bounded";
-import { SHARD_CONCURRENCY, type CoordinatorConfig } from "../../durable-objects/coordinator/config";
+import type { RoomList } from "../../protocol";
+import { forEachBounded } from "../../common/bounded";
+import type { CoordinatorConfig } from "../../common/coordinator-config";
+import { SHARD_CONCURRENCY } from "./policy";
 import type { RegistryQuery, RoomEntry } from "../../durable-objects/coordinator/registry";
 import { encodeCursor } from "./requests";
-import { shardStub, type CoordinatorNamespace } from "../../durable-objects/coordinator/shards";
+import { shardStub } from "../../common/coordinator-shards";
+import type { CoordinatorNamespace } from "../env";
 
 /**
  * One page of the registry across every shard: each shard answers its first

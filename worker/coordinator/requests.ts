@@ -1,5 +1,6 @@
-import { isValidRoomName, type ErrorCode } from "../../client-sdk/src/protocol";
-import { LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT, type CoordinatorConfig } from "../../durable-objects/coordinator/config";
+import { isValidRoomName, type ErrorCode } from "../../protocol";
+import type { CoordinatorConfig } from "../../common/coordinator-config";
+import { LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT } from "./policy";
 import type { RegistryQuery } from "../../durable-objects/coordinator/registry";
 
 /**

@@ -6,8 +6,8 @@ import {
   roomSocketPath,
   shouldReconnect,
   type AckFrame,
-  type MessageEvent,
-} from "../../../client-sdk/src/protocol";
+  type ServerMessage,
+} from "../../../protocol";
 import { Histogram } from "../stats/histogram";
 import { ClientLedger } from "../stats/ledger";
 import { classifyConnectError } from "../stats/failures";
@@ -70,7 +70,7 @@ export class LoadClient {
   private window = 0;
   private unackedBytes = 0;
   /** The last message received and not yet acknowledged. */
-  private toAck: MessageEvent | null = null;
+  private toAck: ServerMessage | null = null;
   private lastSentAt = 0;
   private stalled = false;
   private stopped = false;

@@ -1,4 +1,4 @@
-import { DEFAULTS } from "../../../worker/settings";
+import { DEFAULTS } from "../../../common/settings";
 import {
   caughtUp,
   openScenarioSockets,

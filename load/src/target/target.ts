@@ -92,13 +92,13 @@ export class SpawnedServer {
       const durable = this.durable ? ["--durable", join(this.workDir, "baseline-history.sqlite")] : [];
       return { file: process.execPath, args: [join(DIST_DIR, "baseline-server.js"), "--port", String(this.port), ...durable] };
     }
-    const launcher = join(REPO_ROOT, "worker/local/server.mjs");
+    const launcher = join(REPO_ROOT, "local-server/server.mjs");
     // Built on the first launch; a restart measures the restart, not a rebuild.
     const varArgs = Object.entries(this.vars).flatMap(([key, value]) => ["--var", `${key}=${value}`]);
     // A developer's .dev.vars (secrets included) must not change what is measured.
     const fixed = ["--no-dev-vars", "--gate", this.gate];
     if (existsSync(launcher)) return { file: process.execPath, args: [launcher, ...(this.launches > 0 ? ["--no-build"] : []), ...fixed, ...varArgs] };
-    throw new Error("no local server launcher found (worker/local/server.mjs); run the service yourself and pass --url");
+    throw new Error("no local server launcher found (local-server/server.mjs); run the service yourself and pass --url");
   }
 
   private async launch(): Promise<void> {

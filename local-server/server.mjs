@@ -22,7 +22,7 @@
 // - graceful shutdown: SIGTERM/SIGINT/SIGHUP refuse new upgrades and close every
 //   socket with 1012 so clients reconnect and resume, then workerd exits.
 //
-// Usage: node worker/local/server.mjs --help
+// Usage: node local-server/server.mjs --help
 
 import { execFileSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
@@ -32,7 +32,7 @@ import { createHash } from "node:crypto";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { adminClient } from "./admin.mjs";
-import { buildWorker, bundlePath, root } from "./build.mjs";
+import { buildWorker, bundlePath, root } from "../tools/build-worker.mjs";
 import { readDevVars } from "./dev-vars.mjs";
 import { startGate } from "./gate.mjs";
 import { DIRECT_MIN_LIMIT, countDescriptors, descriptorLimits, planDescriptors } from "./limits.mjs";

@@ -1,3 +1,5 @@
+/** Concurrency and waiting, for code that fans work out (broadcasts, listings, retries). */
+
 /** Runs `task` over `items` with at most `limit` in flight; resolves when all have settled. */
 export async function forEachBounded<T>(items: readonly T[], limit: number, task: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
@@ -8,11 +10,6 @@ export async function forEachBounded<T>(items: readonly T[], limit: number, task
     }
   };
   await Promise.all(Array.from({ length: Math.min(Math.max(1, limit), items.length) }, worker));
-}
-
-/** Full-jitter backoff: a uniform delay in [0, base * 2^attempt). */
-export function fullJitter(baseMs: number, attempt: number): number {
-  return Math.random() * baseMs * 2 ** attempt;
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));

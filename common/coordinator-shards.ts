@@ -1,4 +1,9 @@
-import type { Coordinator } from "./coordinator";
+/**
+ * How the coordinator is addressed: a room's registry entry lives in shard
+ * hash(name) mod COORDINATOR_SHARDS, and shard i is the object named
+ * `shard-<i>`. Rooms (reporting), the worker (listing, broadcasting) and the
+ * shards themselves agree on this and nothing else.
+ */
 
 /**
  * FNV-1a (32 bit) over the name's UTF-16 code units. Room names are ASCII, so
@@ -23,9 +28,14 @@ export function shardName(index: number): string {
   return `shard-${index}`;
 }
 
-export type CoordinatorNamespace = DurableObjectNamespace<Coordinator>;
+/** What shardStub needs of a Durable Object namespace (the COORDINATOR binding). */
+export interface NamedObjects<Id, Stub> {
+  idFromName(name: string): Id;
+  get(id: Id): Stub;
+}
 
-export function shardStub(namespace: CoordinatorNamespace, index: number): DurableObjectStub<Coordinator> {
+/** The stub of shard `index` in `namespace` (the COORDINATOR binding). */
+export function shardStub<Id, Stub>(namespace: NamedObjects<Id, Stub>, index: number): Stub {
   return namespace.get(namespace.idFromName(shardName(index)));
 }
 

@@ -5,12 +5,12 @@
 //                         has them), the client SDK and demo page are inside
 //   dist/lib/types/       type declarations (entry: types/worker/lib.d.ts)
 //
-// Usage: node worker/build-library.mjs [--no-types]   (`npm run build` and `npm pack` run it)
+// Usage: node tools/build-library.mjs [--no-types]   (`npm run build` and `npm pack` run it)
 import { build, stop } from "esbuild";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { buildSdkModule, WORKERD_BUNDLE } from "./local/build.mjs";
+import { buildSdkModule, WORKERD_BUNDLE } from "./build-worker.mjs";
 
 const root = fileURLToPath(new URL("../", import.meta.url));
 const out = join(root, "dist/lib");

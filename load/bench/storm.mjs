@@ -11,11 +11,11 @@
 // Only 127.0.0.1; every phase is bounded in count and time. The clients run in
 // this process, under its own descriptor limit (raise it, not the server's).
 //
-//   node worker/local/storm.mjs --ulimit 600 --sockets 200 --idle 1800 --upgrades 1800
-//   node worker/local/storm.mjs --ulimit 1024 --sockets 200 --idle 3072 --upgrades 3072
-//   node worker/local/storm.mjs --gate on --sockets 5000 --publishes 20
-//   node worker/local/storm.mjs --sockets 10 --big-frames 10 --frame-bytes 31457280
-//   node worker/local/storm.mjs --sockets 0 --uploads 20 --upload-bytes 4194304
+//   node load/bench/storm.mjs --ulimit 600 --sockets 200 --idle 1800 --upgrades 1800
+//   node load/bench/storm.mjs --ulimit 1024 --sockets 200 --idle 3072 --upgrades 3072
+//   node load/bench/storm.mjs --gate on --sockets 5000 --publishes 20
+//   node load/bench/storm.mjs --sockets 10 --big-frames 10 --frame-bytes 31457280
+//   node load/bench/storm.mjs --sockets 0 --uploads 20 --upload-bytes 4194304
 // --launcher PATH runs another server.mjs (an earlier version, to compare).
 //
 // Prints one JSON object. Build first (npm run build); the server starts with --no-build.
@@ -77,7 +77,7 @@ function proc(pid) {
 // --- the server ---------------------------------------------------------------
 
 async function startServer() {
-  const script = values.launcher ?? fileURLToPath(new URL("./server.mjs", import.meta.url));
+  const script = values.launcher ?? fileURLToPath(new URL("../../local-server/server.mjs", import.meta.url));
   const dataDir = mkdtempSync(join(tmpdir(), "fanout-storm-"));
   // Sets soft and hard: Node raises its soft limit to the hard one anyway. Raising it takes root.
   const limits = values.ulimit ? `ulimit -n ${num("ulimit")}` : "true";

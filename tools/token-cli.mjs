@@ -6,9 +6,9 @@
 // or none).
 import { build } from "esbuild";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { readDevVars } from "../local/dev-vars.mjs";
+import { readDevVars } from "../local-server/dev-vars.mjs";
 
-const root = fileURLToPath(new URL("../../", import.meta.url));
+const root = fileURLToPath(new URL("../", import.meta.url));
 const outfile = `${root}dist/token-cli.mjs`;
 
 const argv = process.argv.slice(2);

@@ -1,21 +1,10 @@
-import type { ServiceTotals } from "../../client-sdk/src/protocol";
-import { addCounters, zeroCounters } from "../room/counters";
-
-export function zeroTotals(): ServiceTotals {
-  return { ...zeroCounters(), broadcasts: 0 };
-}
-
-/** `into` += `delta`: room counters field by field, plus the service's own counts. */
-export function addTotals(into: ServiceTotals, delta: Partial<ServiceTotals>): void {
-  addCounters(into, { ...zeroTotals(), ...delta });
-  into.broadcasts += delta.broadcasts ?? 0;
-}
+import { addTotals, zeroTotals, type ServiceTotals } from "../../common/counters";
 
 /**
  * A shard's running sums of what its rooms (and, on shard 0, the workers)
  * reported: one row, rewritten once per report that carries a delta.
  */
-export class Totals {
+export class TotalsStore {
   readonly #sql: SqlStorage;
   readonly values: ServiceTotals;
 

@@ -2,7 +2,7 @@
 
 import { dirname, join, resolve } from "node:path";
 
-export const USAGE = `Usage: npm start -- [options]      (or: node worker/local/server.mjs [options])
+export const USAGE = `Usage: npm start -- [options]      (or: node local-server/server.mjs [options])
 
 Options:
   --config PATH        the wrangler.toml of the worker to run (default: this repository's); its

@@ -1,6 +1,10 @@
-import { readLimits } from "../../worker/settings";
+/**
+ * The coordinator's settings, derived from the limits, as the rooms (their
+ * reports), the worker (listing, broadcasting) and the shards read them.
+ */
+import { readLimits } from "./settings";
 
-export { MAX_BROADCAST_ROOMS, MAX_SHARDS } from "../../worker/settings";
+export { MAX_BROADCAST_ROOMS, MAX_SHARDS } from "./settings";
 
 /**
  * Registry entries live for this many heartbeat intervals without a refresh.
@@ -14,29 +18,13 @@ export const TTL_HEARTBEATS = 4;
  */
 export const REFRESH_BELOW_HEARTBEATS = 2.5;
 
-/** Room publishes a shard keeps in flight during a fan-out. */
-export const FANOUT_CONCURRENCY = 50;
-/** Attempts per room (the first one included) before a room is reported failed. */
-export const FANOUT_ATTEMPTS = 3;
-/** Base of the full-jitter backoff between fan-out rounds, doubled per round. */
-export const FANOUT_BACKOFF_MS = 100;
 /**
- * Registry rooms one shard invocation delivers to. Together with FANOUT_ATTEMPTS it
- * bounds the subrequests of one invocation (1,000 x 3 = 3,000, under the 10,000 limit),
- * whatever the shard holds.
+ * Registry rooms one shard invocation delivers a broadcast to (`deliverPage`).
+ * With the shard's attempts per room it bounds the subrequests of one
+ * invocation (1,000 x 3 = 3,000, under the 10,000 limit), whatever the shard
+ * holds; the worker pages on.
  */
 export const FANOUT_PAGE_ROOMS = 1000;
-/** Shard calls the worker keeps in flight for one broadcast or listing. */
-export const SHARD_CONCURRENCY = 64;
-/** Attempts per shard call from the worker (safe to repeat: rooms dedupe by idempotency key). */
-export const SHARD_ATTEMPTS = 3;
-
-/** Default and largest `limit` of GET /rooms. */
-export const LIST_DEFAULT_LIMIT = 100;
-export const LIST_MAX_LIMIT = 1000;
-
-/** Failed room names a broadcast answer lists at most (the count is always exact). */
-export const FAILED_NAMES_MAX = 100;
 
 export interface CoordinatorConfig {
   shards: number;

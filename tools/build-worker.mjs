@@ -5,7 +5,7 @@ import { build, stop } from "esbuild";
 import { execFileSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 
-export const root = fileURLToPath(new URL("../../", import.meta.url));
+export const root = fileURLToPath(new URL("../", import.meta.url));
 export const bundlePath = `${root}dist/worker.js`;
 
 /** esbuild options for code that runs on workerd (the worker, the library): packages resolved as workerd resolves them. */

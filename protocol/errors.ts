@@ -1,0 +1,26 @@
+/**
+ * Error codes: in HTTP JSON bodies (`{"error": code, "message": text}`) and in
+ * `error` events on a socket. A client decides by the code; the message is
+ * for people.
+ */
+export type ErrorCode =
+  | "bad_room"
+  | "bad_request"
+  | "bad_json"
+  | "bad_frame"
+  | "too_large"
+  | "upgrade_required"
+  | "unauthorized"
+  | "forbidden"
+  | "not_found"
+  | "method_not_allowed"
+  | "room_full"
+  | "over_capacity"
+  | "rate_limited"
+  | "internal";
+
+/** Every refusal over HTTP is a status with this body. */
+export interface ErrorBody {
+  error: ErrorCode;
+  message: string;
+}
