@@ -20,7 +20,7 @@ const CHROMIUM_ARGS = [
   "--disable-component-update",
   "--disable-sync",
 ];
-const PORT = { server: 18106, proxy: 18111, secured: 18112 } as const;
+const PORT = { server: 18106, proxy: 18111, secured: 18112, open: 18113 } as const;
 
 /** Seqs of the messages the demo page shows, oldest first (the page lists newest first). */
 async function shownSeqs(page: Page): Promise<number[]> {
@@ -206,5 +206,66 @@ describe("demo page with tokens, in headless Chromium", () => {
     expect(await names()).toEqual(["Alice"]);
     expect(pageErrors).toEqual([]);
     await alice.close();
+  });
+});
+
+describe("demo page in open mode, in headless Chromium", () => {
+  let server: LocalServer | undefined;
+  let browser: Browser | undefined;
+  beforeAll(async () => {
+    if (!hasChromium) return;
+    [server, browser] = await Promise.all([startServer({ port: PORT.open }), launchChromium()]);
+  });
+  afterAll(async () => {
+    await Promise.all([browser?.close(), server?.stop()]);
+  });
+
+  it("puts a visitor named in its URL (?member=, &info=) in the room's presence, unverified", async (ctx) => {
+    ctx.skip(!hasChromium, `no Chromium at ${CHROMIUM}`);
+    const room = `demo-named-${process.pid}-${Date.now().toString(36)}`;
+    const demo = (query: string) => `${server!.url}/demo?room=${room}${query}`;
+    const pageErrors: string[] = [];
+    const open = async (query: string) => {
+      const page = await browser!.newPage();
+      page.on("pageerror", (error) => pageErrors.push(error.message));
+      await page.goto(demo(query));
+      await page.waitForSelector('#state[data-state="open"]', { timeout: 15_000 });
+      return page;
+    };
+    const listed = (page: Page) => page.$$eval("#members li", (items) => items.map((li) => [(li as HTMLElement).dataset.member, li.textContent]));
+
+    // Someone who did not name themselves sees how to, and is not listed.
+    const viewer = await open("");
+    expect(await viewer.isVisible("#naming")).toBe(true);
+    expect(await viewer.textContent("#naming")).toContain("&member=<id>");
+
+    const alice = await open(`&member=alice&info=${encodeURIComponent(JSON.stringify({ name: "Alice" }))}`);
+    await alice.waitForSelector('#members li[data-member="alice"]', { timeout: 15_000 });
+    expect(await alice.isVisible("#naming")).toBe(false);
+    expect(await listed(alice)).toEqual([["alice", "Alice (unverified)"]]);
+    await viewer.waitForSelector('#members li[data-member="alice"]', { timeout: 15_000 });
+
+    // A member without info is shown by id; info that is not a JSON object is left out, and said so.
+    const bob = await open("&member=bob&info=not-json");
+    await viewer.waitForSelector('#members li[data-member="bob"]', { timeout: 15_000 });
+    expect(await bob.$$eval("#messages li.notice", (items) => items.map((li) => li.textContent))).toEqual([
+      "info is not a JSON object, so it was left out: not-json",
+    ]);
+    expect(await listed(viewer)).toEqual([
+      ["alice", "Alice (unverified)"],
+      ["bob", "bob (unverified)"],
+    ]);
+    expect(await viewer.textContent("#member-count")).toBe("2 here");
+
+    // The room's own list agrees: the names came from the page's URL, over the socket.
+    const presence = (await (await fetch(`${server!.url}/rooms/${room}/presence`)).json()) as {
+      members: { id: string; info?: unknown; connections: number; verified: boolean }[];
+    };
+    expect(presence.members).toEqual([
+      { id: "alice", info: { name: "Alice" }, connections: 1, verified: false },
+      { id: "bob", connections: 1, verified: false },
+    ]);
+    expect(pageErrors).toEqual([]);
+    await Promise.all([viewer.close(), alice.close(), bob.close()]);
   });
 });

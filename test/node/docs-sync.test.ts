@@ -1,0 +1,210 @@
+import { execFile } from "node:child_process";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { describe, expect, it } from "vitest";
+import { DEFAULTS, type LimitName } from "../../common/settings";
+import { CLOSE_CODES } from "../../protocol/close-codes";
+
+/**
+ * The tables a reader decides by, held to the code they describe: the close
+ * codes and whether each means "reconnect" (protocol/close-codes.ts), every
+ * limit and its default (common/settings.ts), and the vars wrangler.toml sets.
+ */
+
+const repo = fileURLToPath(new URL("../../", import.meta.url));
+const read = (path: string) => readFileSync(`${repo}${path}`, "utf8");
+const run = promisify(execFile);
+
+/** Vars and secrets the service reads that are not limits (common/settings.ts, parseAccess). */
+const ACCESS_VARS = ["ALLOWED_ORIGINS"];
+const SECRETS = ["PUBLISH_KEY", "TOKEN_SECRET"];
+
+/** The rows of the first table under `heading` (a whole heading line), as cells keyed by the header's column names. */
+function tableUnder(markdown: string, heading: string): Record<string, string>[] {
+  const lines = markdown.split("\n");
+  const start = lines.findIndex((line) => line.trim() === heading);
+  if (start < 0) throw new Error(`no heading ${JSON.stringify(heading)}`);
+  const level = heading.match(/^#+/)![0].length;
+  const rows: string[][] = [];
+  for (const line of lines.slice(start + 1)) {
+    const nextHeading = line.match(/^(#+) /);
+    if (nextHeading && nextHeading[1]!.length <= level) break;
+    if (line.startsWith("|")) rows.push(splitRow(line));
+    else if (rows.length > 0) break;
+  }
+  if (rows.length < 2) throw new Error(`no table under ${heading}`);
+  const [header, separator, ...body] = rows;
+  if (!separator!.every((cell) => /^:?-+:?$/.test(cell))) throw new Error(`the table under ${heading} has no separator row`);
+  return body.map((cells) => Object.fromEntries(header!.map((name, i) => [name, cells[i] ?? ""])));
+}
+
+/** The cells of one table row, split on pipes outside code spans. */
+function splitRow(line: string): string[] {
+  const cells: string[] = [];
+  let cell = "";
+  let inCode = false;
+  for (const char of line.trim().slice(1)) {
+    if (char === "`") inCode = !inCode;
+    if (char === "|" && !inCode) {
+      cells.push(cell.trim());
+      cell = "";
+    } else cell += char;
+  }
+  return cells;
+}
+
+/** The names in a cell written as `A` or `A` / `B`. */
+function varNames(cell: string): string[] {
+  return [...cell.matchAll(/`([A-Z][A-Z0-9_]*)`/g)].map((m) => m[1]!);
+}
+
+/**
+ * A default as the docs write it, in the var's own unit: "65536", "32,000", "64 KiB", "1 MiB",
+ * "10 s" (of a _MS var: 10000), "120" (of a _SECONDS var). NaN when the text is not a plain quantity.
+ */
+function parseDefault(name: string, text: string): number {
+  const m = text.trim().match(/^(\d[\d,]*(?:\.\d+)?)\s*(KiB|MiB|ms|s)?$/);
+  if (!m) return Number.NaN;
+  const value = Number(m[1]!.replaceAll(",", ""));
+  const unit = m[2];
+  if (unit === undefined) return value;
+  if (unit === "KiB" || unit === "MiB") return name.endsWith("_BYTES") ? value * (unit === "KiB" ? 1024 : 1024 * 1024) : Number.NaN;
+  if (name.endsWith("_MS")) return unit === "s" ? value * 1000 : value;
+  if (name.endsWith("_SECONDS")) return unit === "s" ? value : value / 1000;
+  return Number.NaN;
+}
+
+/** Every (var, default) pair a table lists, with vars and defaults paired across "A / B" cells. */
+function documentedDefaults(rows: Record<string, string>[], varColumn: string, defaultColumn: string): [string, number, string][] {
+  return rows.flatMap((row) => {
+    const names = varNames(row[varColumn]!);
+    const values = row[defaultColumn]!.split(" / ");
+    if (names.length === 0) throw new Error(`a row names no var: ${JSON.stringify(row)}`);
+    if (values.length !== names.length) throw new Error(`${names.join(", ")}: ${values.length} defaults for ${names.length} vars`);
+    return names.map((name, i): [string, number, string] => [name, parseDefault(name, values[i]!), values[i]!.trim()]);
+  });
+}
+
+/** Holds a documented limits table to DEFAULTS; returns what is wrong, one line each. */
+function limitsMismatches(documented: [string, number, string][], { everyLimit }: { everyLimit: boolean }): string[] {
+  const problems: string[] = [];
+  const seen = new Set<string>();
+  for (const [name, value, text] of documented) {
+    if (seen.has(name)) problems.push(`${name} is listed twice`);
+    seen.add(name);
+    if (!(name in DEFAULTS)) problems.push(`${name} is not a setting (common/settings.ts DEFAULTS)`);
+    else if (value !== DEFAULTS[name as LimitName]) problems.push(`${name}: documented default ${JSON.stringify(text)}, DEFAULTS has ${DEFAULTS[name as LimitName]}`);
+  }
+  if (everyLimit) for (const name of Object.keys(DEFAULTS)) if (!seen.has(name)) problems.push(`${name} is not documented`);
+  return problems;
+}
+
+describe("parsing the tables", () => {
+  it("reads defaults in the units the docs write them", () => {
+    expect(parseDefault("WINDOW_BYTES", "1 MiB")).toBe(1048576);
+    expect(parseDefault("MAX_MESSAGE_BYTES", "64 KiB")).toBe(65536);
+    expect(parseDefault("SLOW_GRACE_MS", "10 s")).toBe(10000);
+    expect(parseDefault("FLUSH_DELAY_MS", "0")).toBe(0);
+    expect(parseDefault("IDLE_TIMEOUT_SECONDS", "90")).toBe(90);
+    expect(parseDefault("MAX_SOCKETS_PER_ROOM", "32,000")).toBe(32000);
+    expect(parseDefault("WINDOW_BYTES", "1 s")).toBeNaN();
+    expect(parseDefault("SLOW_GRACE_MS", "1 MiB")).toBeNaN();
+    expect(parseDefault("CLIENT_FRAMES_PER_SECOND", "20 (burst 60)")).toBeNaN();
+  });
+
+  it("finds a table under its heading, with pipes inside code spans kept in their cell", () => {
+    const doc = "# Doc\n\n## Other\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n## Here\n\ntext\n\n| var | default |\n|---|---|\n| `A` | `x | y` |\n| `B` | 3 |\n\n## Next\n";
+    expect(tableUnder(doc, "## Here")).toEqual([
+      { var: "`A`", default: "`x | y`" },
+      { var: "`B`", default: "3" },
+    ]);
+    expect(() => tableUnder(doc, "## Missing")).toThrow(/no heading/);
+  });
+
+  it("reports a duplicated, a wrong, an unknown and a missing limit", () => {
+    const problems = limitsMismatches(
+      [
+        ["WINDOW_BYTES", 1048576, "1 MiB"],
+        ["WINDOW_BYTES", 1048576, "1 MiB"],
+        ["SLOW_GRACE_MS", 5000, "5 s"],
+        ["SLOW_DROPS_BEFORE_CLOSE", 64, "64"],
+      ],
+      { everyLimit: true },
+    );
+    expect(problems).toContain("WINDOW_BYTES is listed twice");
+    expect(problems).toContain('SLOW_GRACE_MS: documented default "5 s", DEFAULTS has 10000');
+    expect(problems).toContain("SLOW_DROPS_BEFORE_CLOSE is not a setting (common/settings.ts DEFAULTS)");
+    expect(problems).toContain("HISTORY_MAX_MESSAGES is not documented");
+  });
+});
+
+describe("docs/protocol.md", () => {
+  const doc = read("docs/protocol.md");
+
+  it("lists every close code with the reconnect decision of CLOSE_CODES", () => {
+    const rows = tableUnder(doc, "## Close codes");
+    const documented = Object.fromEntries(rows.map((row) => [Number(row.code), { name: row.name, reconnect: row.reconnect }]));
+    const expected = Object.fromEntries(
+      Object.entries(CLOSE_CODES).map(([code, info]) => [Number(code), { name: info.name, reconnect: info.reconnect ? "yes" : "no" }]),
+    );
+    expect(documented).toEqual(expected);
+    expect(rows).toHaveLength(Object.keys(CLOSE_CODES).length);
+  });
+
+  it("stops its raw client on exactly the close codes that mean stop", () => {
+    const stop = doc.match(/const STOP = new Set\(\[([\d, ]*)\]\)/);
+    expect(stop, "the raw client's STOP set").not.toBeNull();
+    const codes = stop![1]!.split(",").map((c) => Number(c.trim())).sort((a, b) => a - b);
+    const expected = Object.entries(CLOSE_CODES).filter(([, info]) => !info.reconnect).map(([code]) => Number(code));
+    expect(codes).toEqual(expected);
+  });
+
+  it("lists every limit with its default, and nothing that is not a limit", () => {
+    const documented = documentedDefaults(tableUnder(doc, "## Limits"), "var", "default");
+    expect(limitsMismatches(documented, { everyLimit: true })).toEqual([]);
+  });
+});
+
+describe("the configuration tables of the README and the guides", () => {
+  for (const path of ["README.md", "docs/coordinator.md", "docs/sharded-rooms.md"]) {
+    it(`${path}: every var is a setting with the default the service has, each listed once`, () => {
+      const documented = documentedDefaults(tableUnder(read(path), "## Configuration"), "var", "default");
+      expect(documented.length).toBeGreaterThan(0);
+      expect(limitsMismatches(documented, { everyLimit: false })).toEqual([]);
+    });
+  }
+});
+
+describe("wrangler.toml", () => {
+  it("sets every limit as a var (the local server takes only those from .dev.vars and the environment), and nothing else", async () => {
+    // The vars as wrangler reads them, through the local server's own reader.
+    const { stdout } = await run(process.execPath, [`${repo}local-server/read-config.mjs`, `${repo}wrangler.toml`], { timeout: 60_000 });
+    const vars = Object.keys((JSON.parse(stdout) as { vars: Record<string, unknown> }).vars).sort();
+    const known = new Set([...Object.keys(DEFAULTS), ...ACCESS_VARS]);
+    expect({
+      unknown: vars.filter((name) => !known.has(name)),
+      secrets: vars.filter((name) => SECRETS.includes(name)), // `wrangler secret put`, never a var
+      missing: Object.keys(DEFAULTS).filter((name) => !vars.includes(name)),
+    }).toEqual({ unknown: [], secrets: [], missing: [] });
+  });
+});
+
+describe("paths the docs name", () => {
+  // Paths that start at one of the repository's folders ("common/settings.ts", "local-server/"),
+  // anywhere in the text; generated output (dist/, load/results/) is not in a checkout.
+  const folders = readdirSync(repo).filter((name) => !name.startsWith(".") && !["node_modules", "dist"].includes(name) && statSync(`${repo}${name}`).isDirectory());
+  const pathPattern = new RegExp(`(?<![\\w./<>-])((?:${folders.join("|")})/[\\w./-]*)`, "g");
+  const generated = ["load/results/", "load/dist"];
+
+  for (const doc of ["README.md", "docs/protocol.md", "docs/deploy.md", "docs/hooks.md", "docs/coordinator.md", "docs/sharded-rooms.md", "wrangler.toml"]) {
+    it(`${doc}: every path it names exists`, () => {
+      const missing = read(doc)
+        .split("\n")
+        .flatMap((line, i) => [...line.matchAll(pathPattern)].map((m) => [i + 1, m[1]!.replace(/[.,:;]+$/, "")] as const))
+        .filter(([, path]) => !generated.some((prefix) => path.startsWith(prefix)) && !existsSync(`${repo}${path}`))
+        .map(([line, path]) => `${doc}:${line} ${path}`);
+      expect(missing).toEqual([]);
+    });
+  }
+});
