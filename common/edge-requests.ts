@@ -7,8 +7,6 @@
  */
 import { isValidMemberId, type MemberIdentity } from "./members";
 
-/** The room's own name (a room learns it from its first request). */
-export const ROOM_NAME_HEADER = "x-room-name";
 /** Whether the socket may publish ("true"/"false"), decided from its token. */
 export const CAN_PUBLISH_HEADER = "x-can-publish";
 /** When the token the socket was admitted with expires (epoch ms). */
@@ -20,23 +18,29 @@ export const MEMBER_INFO_HEADER = "x-member-info";
 /** "true" when a token vouches for the member id, "false" for a self-chosen name. */
 export const MEMBER_VERIFIED_HEADER = "x-member-verified";
 
-/** Which leaf of a sharded room the socket is for (docs/sharded-rooms.md), on upgrades the edge sends to a leaf. */
-export const LEAF_INDEX_HEADER = "x-leaf-index";
 /** On an upgrade the edge sends the root after a leaf refused it as full: `<index>:<sockets>`. */
 export const LEAF_FULL_HEADER = "x-leaf-full";
 /** On the root's answer to an upgrade: the body is a placement (which leaves take sockets), not a socket. */
 export const PLACEMENT_HEADER = "x-leaf-placement";
 
+/**
+ * On a room's answer to an upgrade it refused (a hook's onConnect): the close
+ * code the socket is to be closed with. The edge answers a client that can
+ * take one with a socket closed at once with that code (a browser sees only
+ * 1006 for an HTTP refusal), and passes the status and JSON body on to one
+ * that asked for `X-Refusal: http`.
+ */
+export const REFUSAL_CLOSE_HEADER = "x-refusal-close";
+
 /** Every header only the edge may set: the worker deletes these from what clients send. */
 export const EDGE_HEADERS = [
-  ROOM_NAME_HEADER,
   CAN_PUBLISH_HEADER,
   TOKEN_EXPIRES_HEADER,
   MEMBER_ID_HEADER,
   MEMBER_INFO_HEADER,
   MEMBER_VERIFIED_HEADER,
-  LEAF_INDEX_HEADER,
   LEAF_FULL_HEADER,
+  REFUSAL_CLOSE_HEADER,
 ] as const;
 
 /**
@@ -81,4 +85,12 @@ export interface Placement {
 /** The name of leaf `index` of `room` in the LEAVES namespace (room names never hold a slash). */
 export function leafName(room: string, index: number): string {
   return `${room}/${index}`;
+}
+
+/** The room and index a leaf's name says, or null for a name no leaf has. */
+export function parseLeafName(name: string): { room: string; index: number } | null {
+  const slash = name.lastIndexOf("/");
+  const index = Number(name.slice(slash + 1));
+  if (slash <= 0 || !/^\d{1,6}$/.test(name.slice(slash + 1)) || !Number.isSafeInteger(index)) return null;
+  return { room: name.slice(0, slash), index };
 }

@@ -1,8 +1,9 @@
 /**
  * Every setting the service reads from its environment (wrangler.toml vars,
  * secrets), read here and nowhere else: one rule per var, parsed once per
- * environment object. The worker and the objects it exports (rooms,
- * coordinator shards) all run in the Workers runtime and share this reader.
+ * environment object, and every limit's default (DEFAULTS). The worker and
+ * the objects it exports (rooms, leaves, coordinator shards) all run in the
+ * Workers runtime and share this reader.
  *
  * Limits fall back to DEFAULTS when absent; a var that breaks its rule is
  * ignored (and logged) rather than taking the service down. What a client
@@ -14,8 +15,14 @@ import { logEvent } from "./log";
 export const DEFAULTS = {
   /** Largest message, bytes of its data as stored JSON text (HTTP body or socket publish). */
   MAX_MESSAGE_BYTES: 64 * 1024,
-  /** Largest client frame, bytes; larger frames close the socket with 1009. */
-  MAX_FRAME_BYTES: 64 * 1024,
+  /**
+   * Largest client frame, bytes; larger frames close the socket with 1009. It is at least
+   * three times MAX_MESSAGE_BYTES plus FRAME_ENVELOPE_BYTES (frameBytesFor), so the largest
+   * message fits in any honest encoding with its envelope (a client that escapes every
+   * non-ASCII character as \uXXXX sends up to three times the UTF-8 bytes), and a message
+   * over its limit is refused with `too_large` while the socket stays.
+   */
+  MAX_FRAME_BYTES: 3 * 64 * 1024 + 1024,
   /** Messages kept in a room's history for resume and catch-up. */
   HISTORY_MAX_MESSAGES: 1000,
   /** Age after which history messages are no longer served, seconds. */
@@ -92,6 +99,18 @@ export const MAX_CONNECTION_DATA_BYTES = 4096;
  */
 export const MAX_FRAMES_AWAITING_HOOKS = 64;
 
+/** Room a publish frame takes around its data: `{"type":"publish","data":...,"id":"<128 characters>"}` and then some. */
+export const FRAME_ENVELOPE_BYTES = 1024;
+
+/**
+ * The smallest frame limit that still leaves room for the largest message of
+ * `maxMessageBytes` in any honest encoding: `\u00e9` is six bytes for a
+ * character that is two in UTF-8, a surrogate pair twelve for four.
+ */
+export function frameBytesFor(maxMessageBytes: number): number {
+  return 3 * maxMessageBytes + FRAME_ENVELOPE_BYTES;
+}
+
 /** Vars whose range is narrower than "a non-negative integer". */
 const BOUNDS: Partial<Record<LimitName, readonly [min: number, max: number]>> = {
   COORDINATOR_SHARDS: [1, MAX_SHARDS],
@@ -155,6 +174,14 @@ function parseLimits(env: Record<string, unknown>): Limits {
     } else {
       logEvent("bad_config", { var: key, value: String(raw), min, max });
     }
+  }
+  const frameFloor = frameBytesFor(limits.MAX_MESSAGE_BYTES);
+  if (limits.MAX_FRAME_BYTES < frameFloor) {
+    // A frame limit below it would close the socket of a client whose message is merely too large.
+    if (env.MAX_FRAME_BYTES !== undefined && env.MAX_FRAME_BYTES !== "") {
+      logEvent("bad_config", { var: "MAX_FRAME_BYTES", value: String(env.MAX_FRAME_BYTES), min: frameFloor, raisedTo: frameFloor });
+    }
+    limits.MAX_FRAME_BYTES = frameFloor;
   }
   return limits;
 }

@@ -47,7 +47,7 @@ export interface CloseCodeInfo {
 export const CLOSE_CODES: Readonly<Record<CloseCodeValue, CloseCodeInfo>> = {
   1000: { name: "NORMAL", reconnect: false, description: "closed on purpose" },
   1001: { name: "GOING_AWAY", reconnect: true, description: "server going away" },
-  1009: { name: "MESSAGE_TOO_BIG", reconnect: false, description: "client frame over the size limit" },
+  1009: { name: "MESSAGE_TOO_BIG", reconnect: true, description: "client frame far over the size limit (a message over it is refused without closing)" },
   1011: { name: "INTERNAL_ERROR", reconnect: true, description: "unexpected server error" },
   1012: { name: "SERVICE_RESTART", reconnect: true, description: "service restart; resume with since" },
   1013: { name: "TRY_AGAIN_LATER", reconnect: true, description: "temporary overload" },

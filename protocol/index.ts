@@ -16,3 +16,4 @@ export * from "./close-codes.js";
 export * from "./errors.js";
 export * from "./http.js";
 export * from "./rooms.js";
+export * from "./json.js";

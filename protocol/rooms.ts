@@ -16,3 +16,42 @@ export function roomSocketPath(room: string): string {
 export function roomPublishPath(room: string): string {
   return `/rooms/${encodeURIComponent(room)}/publish`;
 }
+
+/** A resume position in a socket URL: `?since=<seq>` (a non-negative integer of at most 15 digits). */
+export const SINCE_PATTERN = /^\d{1,15}$/;
+/** `?epoch=`: the epoch string of a welcome event. */
+export const EPOCH_PATTERN = /^[A-Za-z0-9-]{1,64}$/;
+
+/** A URL's query parameters, as URLSearchParams has them (without needing the DOM's types). */
+export interface QueryParams {
+  get(name: string): string | null;
+}
+
+/** Where a socket asks to resume: after `since`, in the history named `epoch` (null when it did not say). */
+export interface ResumePoint {
+  since: number | null;
+  epoch: string | null;
+}
+
+/**
+ * The resume point of a socket URL's query. A value that breaks its pattern
+ * reads as absent (the edge refuses such a URL with 400 before any object
+ * sees it: `resumeProblem`).
+ */
+export function resumePointOf(query: QueryParams): ResumePoint {
+  const since = query.get("since");
+  const epoch = query.get("epoch");
+  return {
+    since: since !== null && SINCE_PATTERN.test(since) ? Number(since) : null,
+    epoch: epoch !== null && EPOCH_PATTERN.test(epoch) ? epoch : null,
+  };
+}
+
+/** What is wrong with a socket URL's resume parameters, or null when nothing is. */
+export function resumeProblem(query: QueryParams): string | null {
+  const since = query.get("since");
+  if (since !== null && !SINCE_PATTERN.test(since)) return "since must be a non-negative integer";
+  const epoch = query.get("epoch");
+  if (epoch !== null && !EPOCH_PATTERN.test(epoch)) return "epoch must be the epoch string from a welcome event";
+  return null;
+}

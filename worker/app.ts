@@ -1,8 +1,7 @@
 import { Hono } from "hono";
-import { isValidRoomName } from "../protocol";
+import { isValidRoomName, resumeProblem } from "../protocol";
 import { readLimits, type Limits } from "../common/settings";
 import { logEvent } from "../common/log";
-import { ROOM_NAME_HEADER } from "../durable-objects/room/room";
 import { utf8Length } from "../common/utf8";
 import { recordPublish } from "./analytics";
 import { requirePublishKey, subscribeAccess, warnWhenOpen } from "./auth";
@@ -20,6 +19,7 @@ import { shardOf, shardStub } from "../common/coordinator-shards";
 import { bodyLimits, readBody } from "./request-body";
 import { parsePresencePage } from "./presence-query";
 import { openRoomSocket } from "./placement";
+import { closeRefusedUpgrade } from "./auth/socket-refusal";
 
 /** The fan-out app's Hono environment: its bindings, and what its middleware sets for the routes. */
 export type FanoutAppEnv = { Bindings: Env; Variables: { limits: Limits; room: string } };
@@ -125,14 +125,8 @@ export function createFanoutApp(options: FanoutAppOptions = {}): Hono<FanoutAppE
     if (c.req.header("upgrade")?.toLowerCase() !== "websocket") {
       return jsonError(c, 426, "upgrade_required", "this endpoint takes a WebSocket upgrade", { Upgrade: "websocket" });
     }
-    const since = c.req.query("since");
-    if (since !== undefined && !/^\d{1,15}$/.test(since)) {
-      return jsonError(c, 400, "bad_request", "since must be a non-negative integer");
-    }
-    const epoch = c.req.query("epoch");
-    if (epoch !== undefined && !/^[A-Za-z0-9-]{1,64}$/.test(epoch)) {
-      return jsonError(c, 400, "bad_request", "epoch must be the epoch string from a welcome event");
-    }
+    const resume = resumeProblem(new URL(c.req.url).searchParams);
+    if (resume !== null) return jsonError(c, 400, "bad_request", resume);
     const admission = admitSocket(room, c.env.LOCAL_ADMIN_TOKEN !== undefined);
     if (admission === "draining") {
       // Accepting now would only hand the client a socket that dies with the process.
@@ -145,10 +139,10 @@ export function createFanoutApp(options: FanoutAppOptions = {}): Hono<FanoutAppE
         "Retry-After": "5",
       });
     }
-    const headers = new Headers(c.req.raw.headers);
-    headers.set(ROOM_NAME_HEADER, room);
     // The room's own object, or one of its leaves once it is sharded (docs/sharded-rooms.md).
-    return openRoomSocket(c.env, room, c.req.url, headers);
+    const answer = await openRoomSocket(c.env, room, c.req.url, new Headers(c.req.raw.headers));
+    // A room's onConnect refusal reaches a browser as the close code it can see.
+    return closeRefusedUpgrade(c.req.raw, answer);
   });
 
   app.post("/rooms/:room/publish", async (c) => {
@@ -159,7 +153,7 @@ export function createFanoutApp(options: FanoutAppOptions = {}): Hono<FanoutAppE
     const body = decodePublishBody(read.bytes, c.req.header("content-type") ?? null, maxBytes);
     if (!body.ok) return jsonError(c, body.status, body.error, body.message);
     const stub = c.env.ROOMS.get(c.env.ROOMS.idFromName(room));
-    const result = await stub.publish(room, body.dataJson);
+    const result = await stub.publish(body.dataJson);
     // The room counted the refusal; it is answered here without counting it twice.
     if ("refused" in result) return refusedPublish(c, result.refused);
     recordPublish(c.env, room, result.recipients, utf8Length(body.dataJson));

@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { ErrorBody, ErrorCode } from "../protocol";
-import type { PublishRefused } from "../durable-objects/room/publishing";
+import type { PublishRefused } from "../durable-objects/engine/publish-outcome";
 import { countRefusal } from "./service-counters";
 
 /**

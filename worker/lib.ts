@@ -36,7 +36,6 @@ export { Room, type PublishOptions, type PublishOutcome, type PublishRefused, ty
 export { Coordinator } from "../durable-objects/coordinator/coordinator";
 export { RoomLeaf } from "../durable-objects/leaf/leaf";
 export type {
-  ClientFrame,
   CloseInfo,
   Connection,
   ConnectAccept,

@@ -1,4 +1,4 @@
-import { leafName, LEAF_FULL_HEADER, LEAF_INDEX_HEADER, PLACEMENT_HEADER, type Placement } from "../common/edge-requests";
+import { leafName, LEAF_FULL_HEADER, PLACEMENT_HEADER, type Placement } from "../common/edge-requests";
 import type { Env } from "./env";
 
 /** Sockets this isolate may still open on one leaf, until the root stops counting them as on their way. */
@@ -45,7 +45,7 @@ const ASK_WAIT_MS = 2_000;
  * than one per socket. A leaf that is full refuses; the edge then asks the
  * root again, telling it so.
  *
- * `headers` are the edge's (validated identity and room name already set).
+ * `headers` are the edge's (the validated identity already set).
  */
 export async function openRoomSocket(env: Env, room: string, url: string, headers: Headers): Promise<Response> {
   const index = take(room);
@@ -145,7 +145,6 @@ function take(room: string): number | null {
 function upgradeLeaf(env: Env, room: string, index: number, url: string, headers: Headers): Promise<Response> {
   const leafHeaders = new Headers(headers);
   leafHeaders.delete(LEAF_FULL_HEADER);
-  leafHeaders.set(LEAF_INDEX_HEADER, String(index));
   const stub = env.LEAVES.get(env.LEAVES.idFromName(leafName(room, index)));
   return stub.fetch(new Request(url, { headers: leafHeaders }));
 }

@@ -126,7 +126,7 @@ export class Coordinator extends DurableObject<Record<string, unknown>> {
     const namespace = this.env.ROOMS as DurableObjectNamespace<Room>;
     return fanOut(
       rooms,
-      (room) => namespace.get(namespace.idFromName(room)).publish(room, message.dataJson, { idempotencyKey: message.key, source: "broadcast" }),
+      (room) => namespace.get(namespace.idFromName(room)).publish(message.dataJson, { idempotencyKey: message.key, source: "broadcast" }),
       {
         concurrency: FANOUT_CONCURRENCY,
         attempts: FANOUT_ATTEMPTS,

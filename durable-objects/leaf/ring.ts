@@ -1,14 +1,15 @@
-import type { BatchLimits } from "../room/frames";
-import { runOf } from "../room/frames";
-import type { HistoryRead } from "../room/history";
-import type { Message } from "../room/message";
+import { runOf, type BatchLimits } from "../engine/frames";
+import type { Message } from "../engine/message";
+import type { MessageSource, SourceRead } from "../engine/stream";
 import type { LostRange } from "./rpc";
 
 export interface RingBounds {
   /** Messages kept (HISTORY_MAX_MESSAGES: as far back as the root's history reaches). */
   maxMessages: number;
-  /** Bytes kept, of the live part and of a backfill each. */
+  /** Bytes kept in all: the live part takes what the backfill's share leaves. */
   maxBytes: number;
+  /** Bytes of that kept for one backfill (at least what one fetch brings). */
+  backfillBytes: number;
 }
 
 /**
@@ -18,18 +19,20 @@ export interface RingBounds {
  * engine, as the SQLite history is the root's.
  *
  * - The live part is contiguous and ends at `seq`, the last message pushed
- *   by the root; it is bounded by message count and bytes (the oldest go).
- * - Below it, one backfill: a contiguous run fetched from the root's history
+ *   by the root; it is bounded by message count and by `maxBytes` less the
+ *   backfill's share (the oldest go).
+ * - Below it, one backfill of at most `backfillBytes`: a contiguous run fetched from the root's history
  *   when a socket needed something older (a resume, or a socket behind for
  *   longer than the live part reaches). A socket that needs a message the
  *   ring does not hold is reported through `onMiss`; the leaf fetches it and
  *   resumes catch-up. The ring never claims a message lost on its own: only
  *   what the root's history reported lost (`lostThrough`) is.
  *
- * Nothing here is stored: a leaf that restarts starts with an empty ring and
- * fills it from pushes and backfills.
+ * So the ring holds at most `maxBytes` (plus one message, when a single
+ * message is larger than its part). Nothing here is stored: a leaf that
+ * restarts starts with an empty ring and fills it from pushes and backfills.
  */
-export class MessageRing {
+export class MessageRing implements MessageSource {
   readonly #bounds: RingBounds;
   readonly #onMiss: (from: number) => void;
   #live: Message[] = [];
@@ -41,7 +44,8 @@ export class MessageRing {
   #lostThrough = 0;
 
   constructor(bounds: RingBounds, onMiss: (from: number) => void) {
-    this.#bounds = { maxMessages: Math.max(1, bounds.maxMessages), maxBytes: Math.max(1, bounds.maxBytes) };
+    const backfillBytes = Math.max(1, Math.min(bounds.backfillBytes, bounds.maxBytes - 1));
+    this.#bounds = { maxMessages: Math.max(1, bounds.maxMessages), maxBytes: Math.max(2, bounds.maxBytes), backfillBytes };
     this.#onMiss = onMiss;
   }
 
@@ -73,8 +77,9 @@ export class MessageRing {
       this.#liveBytes += message.bytes;
       this.#seq = message.seq;
     }
-    const { maxMessages, maxBytes } = this.#bounds;
-    while (this.#live.length - this.#head > maxMessages || (this.#liveBytes > maxBytes && this.#live.length - this.#head > 1)) {
+    const { maxMessages, maxBytes, backfillBytes } = this.#bounds;
+    const liveBytes = maxBytes - backfillBytes;
+    while (this.#live.length - this.#head > maxMessages || (this.#liveBytes > liveBytes && this.#live.length - this.#head > 1)) {
       this.#liveBytes -= (this.#live[this.#head] as Message).bytes;
       this.#head += 1;
     }
@@ -122,7 +127,7 @@ export class MessageRing {
     let bytes = merged.reduce((sum, m) => sum + m.bytes, 0);
     // Past the bound, the oldest go: catch-up moves forward, towards the live part.
     let drop = 0;
-    while (bytes > this.#bounds.maxBytes && drop < merged.length - 1) {
+    while (bytes > this.#bounds.backfillBytes && drop < merged.length - 1) {
       bytes -= (merged[drop] as Message).bytes;
       drop += 1;
     }
@@ -141,8 +146,8 @@ export class MessageRing {
    * root's history no longer holds as `lost`. A message the ring does not
    * hold ends the read early and is reported through `onMiss`.
    */
-  read(from: number, budget: number, _limits: BatchLimits, _hintRow = 0, _now = 0): HistoryRead {
-    const result: HistoryRead = { runs: [], lost: null, nextSeq: from, nextRow: 0, rowsRead: 0 };
+  read(from: number, budget: number, _limits: BatchLimits, _hintRow = 0, _now = 0): SourceRead {
+    const result: SourceRead = { runs: [], lost: null, nextSeq: from, nextRow: 0, rowsRead: 0 };
     let taken = 0;
     while (from <= this.#seq && taken < budget) {
       if (from <= this.#lostThrough) {

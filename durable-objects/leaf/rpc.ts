@@ -1,17 +1,12 @@
 /**
  * What the root of a sharded room and its leaves say to each other
  * (docs/sharded-rooms.md). These shapes are internal to the server: clients
- * see the wire protocol of client-sdk/src/protocol.ts, the same on every
- * object of a room, and none of this.
+ * see the wire protocol of protocol/, the same on every object of a room, and
+ * none of this. A leaf knows which room and index it is from its own name
+ * (`<room>/<index>`, common/edge-requests.ts).
  */
 import type { RoomCounterValues, RoomLeafStats } from "../../protocol";
-import type { Message } from "../room/message";
-
-/** Which leaf of which room: passed on every call, so a leaf woken from hibernation knows itself. */
-export interface LeafAddress {
-  room: string;
-  index: number;
-}
+import type { Message } from "../engine/message";
 
 /** Where the room stands, for a leaf that opens or lost track (its sockets are level at `seq`). */
 export interface LeafStart {

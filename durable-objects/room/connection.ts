@@ -1,11 +1,10 @@
-import { isCustomType, type CustomServerEvent } from "../../protocol";
-import { closeReason } from "../../worker/auth/socket-refusal";
-import { utf8Length } from "../../common/utf8";
-import { checkConnectionData } from "./connection-data";
-import type { Delivery } from "./delivery";
-import type { Connection, HookCloseCode, JsonObject, MemberView } from "./hooks";
+import { closeReason, isCustomType, type CustomServerEvent } from "../../protocol";
 import type { MemberIdentity } from "../../common/members";
-import type { SocketState } from "./socket-state";
+import { utf8Length } from "../../common/utf8";
+import type { Delivery } from "../engine/delivery";
+import type { SocketState } from "../engine/socket-state";
+import { checkConnectionData } from "./connection-data";
+import type { Connection, HookCloseCode, JsonObject, MemberView } from "./hooks";
 
 /** What a connection view needs of the room. */
 export interface ConnectionRoom {
@@ -39,13 +38,11 @@ export function memberView(member: MemberIdentity | undefined): MemberView | nul
  * `x-` events, or touch its cursor or window.
  */
 export class RoomConnection<Data extends object = JsonObject> implements Connection<Data> {
-  readonly #ws: WebSocket;
   readonly #state: SocketState;
   readonly #room: ConnectionRoom;
   #member: MemberView | null | undefined;
 
-  constructor(ws: WebSocket, state: SocketState, room: ConnectionRoom) {
-    this.#ws = ws;
+  constructor(state: SocketState, room: ConnectionRoom) {
     this.#state = state;
     this.#room = room;
   }
@@ -76,7 +73,7 @@ export class RoomConnection<Data extends object = JsonObject> implements Connect
   }
 
   get open(): boolean {
-    return this.#room.delivery.get(this.#ws) === this.#state;
+    return this.#room.delivery.get(this.#state.ws) === this.#state;
   }
 
   setData(data: Data | null): void {
@@ -89,7 +86,7 @@ export class RoomConnection<Data extends object = JsonObject> implements Connect
       attachment.data = checked.value;
     }
     // A socket that already left has no attachment worth keeping.
-    if (this.open) this.#ws.serializeAttachment(attachment);
+    if (this.open) this.#state.ws.serializeAttachment(attachment);
   }
 
   send(event: CustomServerEvent): boolean {
@@ -101,11 +98,11 @@ export class RoomConnection<Data extends object = JsonObject> implements Connect
       throw new RangeError(`event over ${this.#room.maxEventBytes} bytes as JSON`);
     }
     if (!this.open) return false;
-    return this.#room.delivery.sendControl(this.#ws, text);
+    return this.#room.delivery.sendControl(this.#state, text);
   }
 
   close(code: HookCloseCode = 1000, reason = ""): void {
     if (!CLOSE_CODES.has(code)) throw new RangeError(`a hook may close with 1000, 1013, 4001 or 4003, not ${code}`);
-    if (this.open) this.#room.delivery.close(this.#ws, code, closeReason(String(reason)));
+    if (this.open) this.#room.delivery.close(this.#state.ws, code, closeReason(String(reason)));
   }
 }

@@ -1,5 +1,8 @@
-import type { BatchLimits, Run } from "./frames";
-import { tagOf, type Message } from "./message";
+import type { BatchLimits } from "../engine/frames";
+import { tagOf, type Message } from "../engine/message";
+import type { MessageSource, SourceRead } from "../engine/stream";
+import type { Run } from "../engine/frames";
+import type { MetaStore } from "./meta-store";
 
 /**
  * A room's message log in the object's SQLite storage: the source of the
@@ -22,7 +25,8 @@ import { tagOf, type Message } from "./message";
  * instance wrote.
  *
  * A room that is only looked at has no tables: they are created by the first
- * write, so reading a room that does not exist leaves no storage behind.
+ * write, so reading a room that does not exist leaves no storage behind. The
+ * epoch is kept in the room's MetaStore, written with the first message.
  */
 
 export interface HistoryBounds {
@@ -31,16 +35,7 @@ export interface HistoryBounds {
 }
 
 /** What a catch-up read returned. */
-export interface HistoryRead {
-  /** Runs of consecutive messages from `from` (or from the oldest kept one), in order. */
-  runs: Run[];
-  /** Messages at the start of the request that are no longer kept, if any. */
-  lost: { from: number; to: number } | null;
-  /** The next seq to read, and the row that holds it (a hint for the next read). */
-  nextSeq: number;
-  nextRow: number;
-  rowsRead: number;
-}
+export type HistoryRead = SourceRead;
 
 interface RowMeta {
   row: number;
@@ -66,14 +61,10 @@ interface RowData extends RowMeta {
  */
 export const ROW_MAX_BYTES = 256 * 1024;
 
-/** Idempotency keys are pruned at most this often (each delete is a billed row write). */
-const KEY_PRUNE_INTERVAL_MS = 60_000;
-/** And kept at least this long, so a retried broadcast is recognised well after it first ran. */
-export const KEY_MIN_AGE_MS = 86_400_000;
-
-export class History {
+export class History implements MessageSource {
   readonly #sql: SqlStorage;
   readonly #transaction: (write: () => void) => void;
+  readonly #meta: MetaStore;
   readonly #size: number;
   readonly #maxAgeMs: number;
   #tables: boolean;
@@ -85,22 +76,22 @@ export class History {
   #indexFrom = 0;
   #epoch: string;
   #epochStored: boolean;
-  #lastKeyPrune = 0;
 
-  constructor(storage: Pick<DurableObjectStorage, "sql" | "transactionSync">, bounds: HistoryBounds) {
+  constructor(storage: Pick<DurableObjectStorage, "sql" | "transactionSync">, meta: MetaStore, bounds: HistoryBounds) {
     const sql = storage.sql;
     this.#sql = sql;
+    this.#meta = meta;
     this.#transaction = (write) => storage.transactionSync(write);
     this.#size = Math.max(1, bounds.maxMessages);
     this.#maxAgeMs = bounds.maxAgeMs;
     const tables = new Set(
-      sql.exec<{ name: string }>(`SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('log', 'meta', 'history')`).toArray().map((r) => r.name),
+      sql.exec<{ name: string }>(`SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('log', 'history')`).toArray().map((r) => r.name),
     );
     if (tables.has("history")) {
       // The log used to be one row per message in a table of that name: its seqs
       // cannot be carried over, so the room starts a new history under a new epoch.
       sql.exec(`DROP TABLE history`);
-      if (tables.has("meta")) sql.exec(`DELETE FROM meta WHERE key = 'epoch'`);
+      meta.delete(EPOCH_KEY);
     }
     this.#tables = tables.has("log");
     if (this.#tables) this.#findLatest();
@@ -108,7 +99,7 @@ export class History {
     // A fresh epoch marks a history that starts here: clients holding seqs from
     // a lost history learn that theirs no longer apply. It is stored once it has
     // been handed out (first socket or first message).
-    const epoch = tables.has("meta") ? this.#meta("epoch") : null;
+    const epoch = meta.get(EPOCH_KEY);
     this.#epoch = epoch ?? crypto.randomUUID();
     this.#epochStored = epoch !== null;
   }
@@ -123,7 +114,6 @@ export class History {
     this.#indexFrom = 1;
     this.#epoch = crypto.randomUUID();
     this.#epochStored = false;
-    this.#lastKeyPrune = 0;
   }
 
   /** Latest seq stored in this room (0 before the first message). */
@@ -140,7 +130,7 @@ export class History {
     return this.#epoch;
   }
 
-  /** Whether this room has written anything at all. */
+  /** Whether this room has stored a message. */
   get exists(): boolean {
     return this.#tables;
   }
@@ -148,28 +138,19 @@ export class History {
   /** The epoch, to hand to a client: from now on it is stored, so it outlives this instance. */
   issueEpoch(): string {
     if (!this.#epochStored) {
-      this.#setMeta("epoch", this.#epoch);
+      this.#meta.set(EPOCH_KEY, this.#epoch);
       this.#epochStored = true;
     }
     return this.#epoch;
   }
 
-  /** Reads a small persistent value (room name, counters) kept beside the log. */
-  meta(key: string): string | null {
-    return this.#tables ? this.#meta(key) : null;
-  }
-
-  setMeta(key: string, value: string): void {
-    this.#setMeta(key, value);
-  }
-
   /**
    * Stores one flush's messages (consecutive seqs) as one row, or several
-   * when they exceed ROW_MAX_BYTES, and idempotency keys beside them, in one
-   * transaction. Returns the rows written, oldest first. Nothing changes, in
-   * storage or here, when a write throws.
+   * when they exceed ROW_MAX_BYTES, in one transaction with whatever `alongside`
+   * writes (the flush's idempotency keys). Returns the rows written, oldest
+   * first. Nothing changes, in storage or here, when a write throws.
    */
-  append(messages: readonly Message[], keys: readonly { key: string; seq: number }[], ts: number): { row: number; first: number; last: number }[] {
+  append(messages: readonly Message[], ts: number, alongside?: () => void): { row: number; first: number; last: number }[] {
     const records: RowData[] = [];
     for (let start = 0; start < messages.length; ) {
       let end = start + 1;
@@ -210,8 +191,8 @@ export class History {
           r.events,
         );
       }
-      for (const { key, seq } of keys) this.#rememberKey(key, seq, ts);
-      if (!this.#epochStored) this.#setMeta("epoch", this.#epoch);
+      alongside?.();
+      if (!this.#epochStored) this.#meta.set(EPOCH_KEY, this.#epoch);
     });
     this.#epochStored = true;
     const newest = records[records.length - 1];
@@ -296,27 +277,6 @@ export class History {
     return Math.max(kept.first, this.#seq - this.#size + 1, 1);
   }
 
-  /** The seq an idempotency key was published at, if it was seen recently. */
-  seenKey(key: string): number | null {
-    if (!this.#tables) return null;
-    const rows = this.#sql.exec<{ seq: number }>(`SELECT seq FROM idempotency WHERE key = ?`, key).toArray();
-    return rows[0]?.seq ?? null;
-  }
-
-  #rememberKey(key: string, seq: number, ts: number): void {
-    this.#sql.exec(`INSERT OR REPLACE INTO idempotency (key, seq, ts) VALUES (?, ?, ?)`, key, seq, ts);
-    if (ts - this.#lastKeyPrune >= KEY_PRUNE_INTERVAL_MS) {
-      this.#lastKeyPrune = ts;
-      this.#sql.exec(`DELETE FROM idempotency WHERE ts < ?`, ts - Math.max(KEY_MIN_AGE_MS, this.#maxAgeMs));
-    }
-  }
-
-  /** When the newest idempotency key was stored (0 when none is). */
-  newestKeyTs(): number {
-    if (!this.#tables) return 0;
-    return this.#sql.exec<{ ts: number | null }>(`SELECT max(ts) AS ts FROM idempotency`).one().ts ?? 0;
-  }
-
   // -------------------------------------------------------------------------
 
   #ensureTables(): void {
@@ -324,8 +284,6 @@ export class History {
     this.#sql.exec(`CREATE TABLE IF NOT EXISTS log (
       slot INTEGER PRIMARY KEY, row INTEGER NOT NULL, first INTEGER NOT NULL, last INTEGER NOT NULL,
       ts INTEGER NOT NULL, bytes INTEGER NOT NULL, lengths TEXT NOT NULL, sizes TEXT NOT NULL, events TEXT NOT NULL)`);
-    this.#sql.exec(`CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`);
-    this.#sql.exec(`CREATE TABLE IF NOT EXISTS idempotency (key TEXT PRIMARY KEY, seq INTEGER NOT NULL, ts INTEGER NOT NULL)`);
     this.#tables = true;
   }
 
@@ -423,16 +381,10 @@ export class History {
     this.#latestTs = meta?.ts ?? 0;
   }
 
-  #meta(key: string): string | null {
-    const rows = this.#sql.exec<{ value: string }>(`SELECT value FROM meta WHERE key = ?`, key).toArray();
-    return rows[0]?.value ?? null;
-  }
-
-  #setMeta(key: string, value: string): void {
-    this.#ensureTables();
-    this.#sql.exec(`INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)`, key, value);
-  }
 }
+
+/** The meta key the epoch is stored under. */
+const EPOCH_KEY = "epoch";
 
 function mergeLost(lost: HistoryRead["lost"], from: number, to: number): HistoryRead["lost"] {
   return lost === null ? { from, to } : { from: lost.from, to };

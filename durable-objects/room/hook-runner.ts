@@ -1,11 +1,14 @@
 import { MAX_FRAMES_AWAITING_HOOKS } from "../../common/settings";
+import type { CustomClientFrame } from "../../protocol";
 import { logEvent } from "../../common/log";
 import { utf8Length } from "../../common/utf8";
+import type { LeaveCause } from "../engine/delivery";
+import type { FrameHooks, PublishCheck, PublishOrigin } from "../engine/frame-hooks";
+import type { PublishRefused } from "../engine/publish-outcome";
+import type { SocketState } from "../engine/socket-state";
 import { checkConnectionData } from "./connection-data";
 import { RoomConnection, type ConnectionRoom } from "./connection";
-import type { LeaveCause } from "./delivery";
 import type {
-  ClientFrame,
   CloseInfo,
   Connection,
   ConnectDecision,
@@ -17,8 +20,6 @@ import type {
   PublishRequest,
   PublishSource,
 } from "./hooks";
-import type { PublishRefused } from "./publishing";
-import type { SocketState } from "./socket-state";
 
 type Awaitable<T> = T | Promise<T>;
 
@@ -26,7 +27,7 @@ type Awaitable<T> = T | Promise<T>;
 export interface RoomHookSet<Data extends object = JsonObject> {
   onConnect?: (request: ConnectRequest) => Awaitable<ConnectDecision<Data>>;
   beforePublish?: (request: PublishRequest<Data>) => Awaitable<PublishDecision>;
-  onClientFrame?: (connection: Connection<Data>, frame: ClientFrame) => Awaitable<void>;
+  onClientFrame?: (connection: Connection<Data>, frame: CustomClientFrame) => Awaitable<void>;
   onClose?: (connection: Connection<Data>, info: CloseInfo) => Awaitable<void>;
 }
 
@@ -36,12 +37,6 @@ export type HookName = keyof RoomHookSet;
 export type ConnectOutcome =
   | { ok: true; data: JsonObject | undefined; canPublish: boolean | undefined }
   | { ok: false; code: ConnectRefusalCode | "internal"; message: string };
-
-/** What beforePublish decided, checked: the JSON text to publish, or the refusal its publisher gets. */
-export type PublishCheck = { ok: true; dataJson: string } | { ok: false; refusal: PublishRefused };
-
-/** Where a publish is checked from, before it has a connection view. */
-export type PublishOrigin = { kind: "socket"; ws: WebSocket; state: SocketState } | { kind: "http" } | { kind: "broadcast" } | { kind: "leaf" };
 
 export interface HookRunnerOptions {
   /** MAX_MESSAGE_BYTES: a transformed message must fit it too. */
@@ -64,16 +59,6 @@ interface SocketQueue {
   waiting: number;
 }
 
-/** What the client-frame handler needs of the hooks (nothing of it depends on the connection data's type). */
-export interface FrameHooks {
-  readonly checksPublishes: boolean;
-  readonly handlesClientFrames: boolean;
-  readonly ordersFrames: boolean;
-  checkPublish(dataJson: string, data: unknown, origin: PublishOrigin): Promise<PublishCheck>;
-  clientFrame(ws: WebSocket, state: SocketState, frame: ClientFrame): Promise<boolean>;
-  inOrder(state: SocketState, task: () => Promise<void>): Promise<void> | null;
-}
-
 /**
  * Runs a room's hooks, so that nothing a hook does can break the room:
  *
@@ -89,16 +74,6 @@ export interface FrameHooks {
  * - `onClose` runs after the socket's waiting frames, never inside the
  *   delivery engine's loops (it is scheduled, not called, when a socket leaves).
  */
-/** The frame hooks of an object that runs none (a leaf of a sharded room: its root checks publishes). */
-export const NO_FRAME_HOOKS: FrameHooks = {
-  checksPublishes: false,
-  handlesClientFrames: false,
-  ordersFrames: false,
-  checkPublish: async (dataJson) => ({ ok: true, dataJson }),
-  clientFrame: async () => false,
-  inOrder: () => null,
-};
-
 export class HookRunner<Data extends object = JsonObject> implements FrameHooks {
   readonly #hooks: RoomHookSet<Data>;
   readonly #room: ConnectionRoom;
@@ -133,8 +108,8 @@ export class HookRunner<Data extends object = JsonObject> implements FrameHooks 
   }
 
   /** A view of one socket for a hook. */
-  connection(ws: WebSocket, state: SocketState): RoomConnection<Data> {
-    return new RoomConnection<Data>(ws, state, this.#room);
+  connection(socket: SocketState): RoomConnection<Data> {
+    return new RoomConnection<Data>(socket, this.#room);
   }
 
   /** Runs onConnect (when overridden) and checks its answer. */
@@ -173,10 +148,10 @@ export class HookRunner<Data extends object = JsonObject> implements FrameHooks 
   async checkPublish(dataJson: string, data: unknown, origin: PublishOrigin): Promise<PublishCheck> {
     const hook = this.#hooks.beforePublish;
     if (!hook) return { ok: true, dataJson };
-    const socket = origin.kind === "socket" ? origin.state.attachment.id : undefined;
+    const socket = origin.kind === "socket" ? origin.socket.attachment.id : undefined;
     try {
       const source: PublishSource<Data> =
-        origin.kind === "socket" ? { kind: "socket", connection: this.connection(origin.ws, origin.state) } : { kind: origin.kind };
+        origin.kind === "socket" ? { kind: "socket", connection: this.connection(origin.socket) } : { kind: origin.kind };
       const request: PublishRequest<Data> = { room: this.#room.roomName(), data: data === undefined ? JSON.parse(dataJson) : data, source };
       const decision: unknown = await hook(request);
       if (decision === undefined || decision === null) return { ok: true, dataJson };
@@ -208,11 +183,12 @@ export class HookRunner<Data extends object = JsonObject> implements FrameHooks 
   }
 
   /** Runs onClientFrame; false when it failed (the caller answers with an `internal` error). */
-  async clientFrame(ws: WebSocket, state: SocketState, frame: ClientFrame): Promise<boolean> {
+  async clientFrame(socket: SocketState, frame: CustomClientFrame): Promise<boolean> {
     const hook = this.#hooks.onClientFrame;
     if (!hook) return false;
+    const state = socket;
     try {
-      await hook(this.connection(ws, state), frame);
+      await hook(this.connection(socket), frame);
       return true;
     } catch (error) {
       this.#failed("onClientFrame", error, state.attachment.id);
@@ -244,13 +220,13 @@ export class HookRunner<Data extends object = JsonObject> implements FrameHooks 
   }
 
   /** Runs onClose for a socket that left, after its waiting frames; never throws. */
-  async closed(ws: WebSocket, state: SocketState, cause: LeaveCause): Promise<void> {
+  async closed(state: SocketState, cause: LeaveCause): Promise<void> {
     const hook = this.#hooks.onClose;
     if (!hook) return;
     // Never inside the caller's loop (a failed send in the fan-out ends up here): a turn later at least.
     await (this.#queues.get(state)?.tail ?? Promise.resolve());
     try {
-      await hook(this.connection(ws, state), { code: cause.code, reason: cause.reason, by: cause.by });
+      await hook(this.connection(state), { code: cause.code, reason: cause.reason, by: cause.by });
     } catch (error) {
       this.#failed("onClose", error, state.attachment.id);
     }

@@ -16,13 +16,9 @@
  *   keep per-socket state in `connection.data` (it survives hibernation) and
  *   per-room state in `this.ctx.storage`.
  */
-import type { CustomServerEvent, CustomClientFrame } from "../../protocol";
+import type { CustomServerEvent, CustomClientFrame, JsonObject } from "../../protocol";
 
-/** A value JSON can carry. */
-export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
-
-/** A JSON object: the shape of connection data. */
-export type JsonObject = { [key: string]: JsonValue };
+export type { JsonObject, JsonValue } from "../../protocol";
 
 /** Who a socket is in the room's presence, as the edge decided it (a token's `sub` and `info`, or an open-mode name). */
 export interface MemberView {
@@ -191,8 +187,6 @@ export type PublishDecision = void | PublishTransform | PublishRefusal;
 // onClientFrame and onClose
 // ---------------------------------------------------------------------------
 
-/** A frame of the application's own (`{"type":"x-...", ...}`), parsed, as `onClientFrame` receives it. */
-export type ClientFrame = CustomClientFrame;
 
 /** How a socket ended, as `onClose` hears it. */
 export interface CloseInfo {

@@ -1,6 +1,7 @@
+import { backoffCeiling } from "../../common/jitter";
+import type { Message } from "../engine/message";
 import type { RoomLeaf } from "../leaf/leaf";
-import type { LeafAddress, LeafBatch, LeafReport, LostRange } from "../leaf/rpc";
-import type { Message } from "./message";
+import type { LeafBatch, LeafReport, LostRange } from "../leaf/rpc";
 
 export type LeafStub = DurableObjectStub<RoomLeaf>;
 
@@ -13,12 +14,11 @@ export const PUSH_MAX_BYTES = 1024 * 1024;
  * once per leaf.
  */
 export const QUEUE_MAX_BYTES = 4 * 1024 * 1024;
-const RETRY_BASE_MS = 100;
-const RETRY_MAX_MS = 5000;
+/** Retries of a failed push back off from 100 ms to 5 s. */
+const RETRY = { baseMs: 100, maxMs: 5000 };
 
 /** What a link needs from the root. */
 export interface LinkHost {
-  address(index: number): LeafAddress;
   /** A stub for the leaf; asked again after a failure (a broken stub stays broken). */
   stub(index: number): LeafStub;
   epoch(): string;
@@ -163,7 +163,7 @@ export class LeafLink {
     this.pushes += 1;
     let sent: Promise<LeafReport>;
     try {
-      sent = this.#stub.push(this.#host.address(this.index), batch) as Promise<LeafReport>;
+      sent = this.#stub.push(batch) as Promise<LeafReport>;
     } catch (error) {
       sent = Promise.reject(error);
     }
@@ -234,7 +234,8 @@ export class LeafLink {
     this.#stub = this.#host.stub(this.index);
     this.#host.failed(this, error);
     if (this.#closed) return;
-    const ceiling = Math.min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** Math.min(10, this.#failures - 1));
+    // Half of the ceiling at least: a leaf that is down is not asked again at once.
+    const ceiling = backoffCeiling(this.#failures - 1, RETRY);
     this.#retry = setTimeout(() => {
       this.#retry = null;
       this.pump();

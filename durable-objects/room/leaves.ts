@@ -1,12 +1,12 @@
 import type { RoomCounterValues } from "../../protocol";
-import { logEvent } from "../../common/log";
-import type { RoomLeaf } from "../leaf/leaf";
-import type { LeafAddress, LeafHistory, LeafMember, LeafReport, LeafSnapshot, LeafStart, LostRange } from "../leaf/rpc";
-import { zeroCounters } from "./counters";
-import type { History } from "./history";
+import { zeroCounters } from "../../common/counters";
 import { leafName, PLACEMENT_HEADER, type Placement } from "../../common/edge-requests";
+import { logEvent } from "../../common/log";
+import type { Message } from "../engine/message";
+import type { MessageSource } from "../engine/stream";
+import type { RoomLeaf } from "../leaf/leaf";
+import type { LeafHistory, LeafMember, LeafReport, LeafSnapshot, LeafStart, LostRange } from "../leaf/rpc";
 import { LeafLink, type LeafStub, type LinkHost } from "./leaf-link";
-import type { Message } from "./message";
 
 export interface LeavesOptions {
   /** ROOM_SHARD_SOCKETS: sockets the root takes itself, and each leaf before the next opens (0 = never shard). */
@@ -23,7 +23,7 @@ export interface LeavesOptions {
 
 /** What the leaves need from the root. */
 export interface LeavesHost {
-  roomName(): string | null;
+  roomName(): string;
   namespace(): DurableObjectNamespace<RoomLeaf> | null;
   /** The room's epoch (handed to clients through the leaves, so it is stored from now on). */
   epoch(): string;
@@ -90,11 +90,11 @@ export class Leaves {
   #membersSentAt = 0;
   #retiredPushes = 0;
 
-  constructor(options: LeavesOptions, host: LeavesHost, directory: string | null) {
+  /** `directory` is the stored set of leaves; `seq`, the seq the room stands at (its leaves are level with it). */
+  constructor(options: LeavesOptions, host: LeavesHost, directory: string | null, seq: number) {
     this.#options = options;
     this.#host = host;
     this.#linkHost = {
-      address: (index) => this.#address(index),
       stub: (index) => this.#stub(index),
       epoch: () => host.epoch(),
       latest: () => host.latest(),
@@ -105,7 +105,7 @@ export class Leaves {
     };
     for (const index of parseDirectory(directory)) {
       // A root only goes idle once every leaf was level, so they are level with its stored seq.
-      this.#links.set(index, new LeafLink(index, this.#linkHost, host.latest(), true));
+      this.#links.set(index, new LeafLink(index, this.#linkHost, seq, true));
     }
   }
 
@@ -226,7 +226,7 @@ export class Leaves {
         let timer: ReturnType<typeof setTimeout> | null = null;
         try {
           const snap = (await Promise.race([
-            link.stub.snapshot(this.#address(link.index)),
+            link.stub.snapshot(),
             new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error("timed out")), SNAPSHOT_TIMEOUT_MS))),
           ])) as LeafSnapshot;
           return { ...snap, reachable: true };
@@ -256,7 +256,7 @@ export class Leaves {
 
   /** Closes every socket of every leaf (a restart of the service); returns how many. */
   async shutdown(code: number, reason: string): Promise<number> {
-    const results = await Promise.allSettled([...this.#links.values()].map((link) => link.stub.shutdown(this.#address(link.index), code, reason)));
+    const results = await Promise.allSettled([...this.#links.values()].map((link) => link.stub.shutdown(code, reason)));
     let closed = 0;
     for (const result of results) if (result.status === "fulfilled") closed += result.value as number;
     return closed;
@@ -267,7 +267,7 @@ export class Leaves {
     const link = this.#links.get(index);
     if (!link) return false;
     try {
-      await link.stub.abort(this.#address(index));
+      await link.stub.abort();
     } catch {
       // The abort breaks the call itself.
     }
@@ -276,14 +276,10 @@ export class Leaves {
 
   // -------------------------------------------------------------------------
 
-  #address(index: number): LeafAddress {
-    return { room: this.#host.roomName() ?? "", index };
-  }
-
   #stub(index: number): LeafStub {
     const namespace = this.#host.namespace();
     if (!namespace) throw new Error("no LEAVES binding");
-    return namespace.get(namespace.idFromName(leafName(this.#host.roomName() ?? "", index)));
+    return namespace.get(namespace.idFromName(leafName(this.#host.roomName(), index)));
   }
 
   #grant(candidates: readonly { index: number; free: number }[]): Response {
@@ -329,7 +325,7 @@ export class Leaves {
       const link = this.#adopt(index, this.#host.latest());
       try {
         // The root calls the leaf first, so the leaf is created near the root (pushes stay short).
-        await link.stub.open(this.#address(index), { epoch: this.#host.epoch(), seq: link.acked, members: this.#host.members() });
+        await link.stub.open({ epoch: this.#host.epoch(), seq: link.acked, members: this.#host.members() });
         return link;
       } catch (error) {
         logEvent("error", { room: this.#host.roomName(), where: "leaf_open", leaf: index, error: String(error) });
@@ -412,7 +408,7 @@ export class Leaves {
       let retired = false;
       try {
         // The leaf refuses when a socket arrived since its last report.
-        retired = (await link.stub.retire(this.#address(link.index))) as boolean;
+        retired = (await link.stub.retire()) as boolean;
       } catch {
         waiting = true;
         continue;
@@ -430,7 +426,7 @@ export class Leaves {
  * is what history no longer holds. Nothing past `latest` (the live path's seq).
  */
 export function historyMessages(
-  history: Pick<History, "read">,
+  history: Pick<MessageSource, "read">,
   from: number,
   budget: number,
   latest: number,

@@ -1,21 +1,13 @@
 import type { Limits } from "../../common/settings";
 import { logEvent } from "../../common/log";
-import type { RoomCounters } from "./counters";
-import type { Delivery } from "./delivery";
-import { cutFrame, runOf, type BatchLimits, type Run } from "./frames";
+import type { RoomCounters } from "../engine/counters";
+import type { Delivery } from "../engine/delivery";
+import { cutFrame, runOf, type BatchLimits, type Run } from "../engine/frames";
+import { messageEvent, TagSource, type Message } from "../engine/message";
+import type { PublishResult } from "../engine/publish-outcome";
+import type { Stream } from "../engine/stream";
 import type { History } from "./history";
-import { messageEvent, TagSource, type Message } from "./message";
-
-export interface PublishResult {
-  seq: number;
-  /**
-   * Sockets the message was sent to live (sockets catching up get it from history); in a
-   * sharded room, plus the sockets of the leaves it was pushed to, as of their last reports.
-   */
-  recipients: number;
-  /** True when the idempotency key was already published; nothing was sent again. */
-  duplicate: boolean;
-}
+import type { IdempotencyKeys } from "./idempotency-keys";
 
 export interface PublishOptions {
   idempotencyKey?: string;
@@ -26,19 +18,17 @@ export interface PublishOptions {
   source?: "http" | "broadcast" | "leaf";
 }
 
-/**
- * A message the room's beforePublish hook refused (or could not check, or
- * transformed past MAX_MESSAGE_BYTES). The worker answers an HTTP publisher
- * with the status of `error` and `{"error","message"}`; a socket publisher
- * gets an `error` event with it.
- */
-export interface PublishRefused {
-  error: "bad_request" | "forbidden" | "rate_limited" | "too_large" | "internal";
-  message: string;
+/** What a flush tells the room around it. */
+export interface FlushListener {
+  /**
+   * A flush's messages are stored and about to go to the room's own sockets:
+   * a sharded room pushes them to its leaves first. Returns the sockets those
+   * hold (counted as recipients).
+   */
+  flushed(messages: readonly Message[]): number;
+  /** A flush went out. */
+  afterFlush(now: number): void;
 }
-
-/** What a publish came to: published (or recognised as a duplicate), or refused by the room's hook. */
-export type PublishOutcome = PublishResult | { refused: PublishRefused };
 
 interface Pending {
   message: Message;
@@ -59,18 +49,19 @@ interface Flush {
  *
  * A publish is answered after its flush, so after its row is written (and the
  * runtime's output gate holds the answer, and the frames, until the write is
- * durable). The rows of one flush are written in one transaction: a failing
- * write fails every publish of that flush, sends nothing, and hands their
- * seqs out again.
+ * durable). The rows of one flush are written in one transaction, with the
+ * flush's idempotency keys: a failing write fails every publish of that
+ * flush, sends nothing, and hands their seqs out again.
  */
 export class Publishing {
   readonly #history: History;
+  readonly #keys: IdempotencyKeys;
   readonly #delivery: Delivery;
+  readonly #stream: Stream;
   readonly #counters: RoomCounters;
-  readonly #limits: Limits;
+  readonly #flushDelayMs: number;
   readonly #batch: BatchLimits;
-  readonly #afterFlush: (now: number) => void;
-  readonly #beforeFanOut: ((messages: readonly Message[]) => number) | undefined;
+  readonly #listener: FlushListener;
   readonly #tags = new TagSource();
   /** Highest seq handed out; ahead of the stored seq by what is pending. */
   #assigned: number;
@@ -80,22 +71,22 @@ export class Publishing {
   #flush: Flush | null = null;
 
   constructor(
-    history: History,
+    storage: { history: History; keys: IdempotencyKeys },
     delivery: Delivery,
+    stream: Stream,
     counters: RoomCounters,
-    limits: Limits,
-    afterFlush: (now: number) => void,
-    /** A sharded room's leaves get each stored flush before the room's own sockets; returns the sockets they hold. */
-    beforeFanOut?: (messages: readonly Message[]) => number,
+    limits: Pick<Limits, "FLUSH_DELAY_MS" | "BATCH_MAX_BYTES" | "BATCH_MAX_EVENTS">,
+    listener: FlushListener,
   ) {
-    this.#history = history;
+    this.#history = storage.history;
+    this.#keys = storage.keys;
     this.#delivery = delivery;
+    this.#stream = stream;
     this.#counters = counters;
-    this.#limits = limits;
+    this.#flushDelayMs = limits.FLUSH_DELAY_MS;
     this.#batch = { maxBytes: limits.BATCH_MAX_BYTES, maxEvents: limits.BATCH_MAX_EVENTS };
-    this.#afterFlush = afterFlush;
-    this.#beforeFanOut = beforeFanOut;
-    this.#assigned = history.seq;
+    this.#listener = listener;
+    this.#assigned = storage.history.seq;
   }
 
   /** Forgets assigned seqs after the history was reset (the room gave its storage back). */
@@ -105,7 +96,7 @@ export class Publishing {
 
   /** The seq an idempotency key was published with (pending or stored), or null for a new key. */
   duplicateOf(key: string): number | null {
-    return this.#pendingKeys.get(key) ?? this.#history.seenKey(key);
+    return this.#pendingKeys.get(key) ?? this.#keys.seqOf(key);
   }
 
   /**
@@ -152,11 +143,11 @@ export class Publishing {
         flush.resolve();
       } catch (error) {
         // Every publish waiting on this flush gets the error: none is left hanging.
-        logEvent("error", { where: "flush", error: String(error) });
+        logEvent("error", { room: this.#stream.room, where: "flush", error: String(error) });
         flush.reject(error);
       }
     };
-    setTimeout(run, this.#limits.FLUSH_DELAY_MS);
+    setTimeout(run, this.#flushDelayMs);
     return promise;
   }
 
@@ -166,33 +157,32 @@ export class Publishing {
     this.#pendingKeys.clear();
     if (pending.length === 0) return;
     const now = Date.now();
-    const keys = pending.flatMap((p) => (p.key === undefined ? [] : [{ key: p.key, seq: p.message.seq }]));
     let rows: { row: number; first: number; last: number }[];
     try {
       rows = this.#history.append(
         pending.map((p) => p.message),
-        keys,
         now,
+        () => {
+          for (const p of pending) if (p.key !== undefined) this.#keys.remember(p.key, p.message.seq, now);
+        },
       );
     } catch (error) {
       this.#assigned = this.#history.seq;
       throw error;
     }
-    const counters = this.#counters.values;
-    counters.published += pending.length;
-    counters.historyRowsWritten += rows.length;
-    const remote = this.#beforeFanOut?.(pending.map((p) => p.message)) ?? 0;
+    this.#counters.stored(pending.length, rows.length);
+    const remote = this.#listener.flushed(pending.map((p) => p.message));
     const runs: Run[] = pending.map((p) => runOf(p.message));
     let row = 0;
     for (let start = 0; start < runs.length; ) {
       const { frame, end } = cutFrame(runs, start, this.#batch);
       // The row that holds the frame's first message: where a socket that cannot take it starts catching up.
       while ((rows[row] as { last: number }).last < frame.firstSeq) row += 1;
-      const sentTo = this.#delivery.fanOut(frame, (rows[row] as { row: number }).row, now);
+      const sentTo = this.#delivery.fanOut(this.#stream, frame, (rows[row] as { row: number }).row, now);
       for (let i = start; i < end; i++) (pending[i] as Pending).recipients = sentTo + remote;
       start = end;
     }
-    this.#afterFlush(now);
+    this.#listener.afterFlush(now);
     this.#counters.changed();
   }
 }

@@ -1,13 +1,12 @@
-import type { PresenceMember } from "../../protocol";
+import type { PresenceMember, PresencePage } from "../../protocol";
+import type { LocalMember } from "../engine/presence";
 import type { LeafMember } from "../leaf/rpc";
-import type { PresencePage } from "./presence";
-import type { MemberView } from "./presence";
 
 interface Entry {
   info: string | undefined;
   verified: boolean;
   /** The root's own view of the member (its sockets on the root), or null. */
-  local: MemberView | null;
+  local: LocalMember | null;
   /** Sockets on each leaf that holds the member (0: the member is in its leave delay there). */
   leaves: Map<number, number>;
 }
@@ -36,7 +35,7 @@ export class RoomMembers {
   }
 
   /** The root's own presence: a member appeared, changed or left (null). */
-  setLocal(id: string, view: MemberView | null): void {
+  setLocal(id: string, view: LocalMember | null): void {
     const before = this.#entries.size;
     const entry = this.#entries.get(id);
     if (view === null) {

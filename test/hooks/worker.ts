@@ -8,7 +8,7 @@ import { Hono } from "hono";
 import {
   createFanoutApp,
   Room,
-  type ClientFrame,
+  type CustomClientFrame,
   type CloseInfo,
   type Connection,
   type ConnectDecision,
@@ -73,7 +73,7 @@ export class HookedRoom extends Room<FanoutEnv, FixtureData> {
     }
   }
 
-  protected override async onClientFrame(connection: Connection<FixtureData>, frame: ClientFrame): Promise<void> {
+  protected override async onClientFrame(connection: Connection<FixtureData>, frame: CustomClientFrame): Promise<void> {
     switch (frame.type) {
       case "x-echo":
         connection.send({ type: "x-echo", frame, data: connection.data, member: connection.member, canPublish: connection.canPublish });

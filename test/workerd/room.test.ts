@@ -3,12 +3,17 @@ import { runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import type { ServerMessage, RoomStats, ServerEvent } from "../../protocol";
 import { readLimits } from "../../common/settings";
-import { RoomCounters } from "../../durable-objects/room/counters";
-import { Delivery } from "../../durable-objects/room/delivery";
+import { ACTIVITY_PERSIST_MS } from "../../durable-objects/engine/attachment";
+import { MEMORY_ONLY, RoomCounters } from "../../durable-objects/engine/counters";
+import { Delivery } from "../../durable-objects/engine/delivery";
+import { messageEvent, type Message } from "../../durable-objects/engine/message";
+import { SendWindow } from "../../durable-objects/engine/send-window";
+import { SocketState } from "../../durable-objects/engine/socket-state";
+import { Stream } from "../../durable-objects/engine/stream";
 import { History, type HistoryRead } from "../../durable-objects/room/history";
+import { IdempotencyKeys } from "../../durable-objects/room/idempotency-keys";
+import { MetaStore } from "../../durable-objects/room/meta-store";
 import { Publishing } from "../../durable-objects/room/publishing";
-import { messageEvent, type Message } from "../../durable-objects/room/message";
-import { ACTIVITY_PERSIST_MS, SocketState } from "../../durable-objects/room/socket-state";
 import type { Env } from "../../worker/env";
 
 const bindings = env as unknown as Env;
@@ -81,7 +86,7 @@ describe("Room object", () => {
     expect(a.events[1]).toMatchObject({ type: "presence", action: "sync", count: 0, members: [] });
 
     const stub = bindings.ROOMS.get(bindings.ROOMS.idFromName("room-obj"));
-    for (let i = 0; i < 5; i++) await stub.publish("room-obj", JSON.stringify({ i }));
+    for (let i = 0; i < 5; i++) await stub.publish(JSON.stringify({ i }));
     await until(() => a.events.filter((e) => e.type === "message").length === 5);
     const live = a.events.filter((e) => e.type === "message") as ServerMessage[];
     expect(live.map((m) => m.seq)).toEqual([1, 2, 3, 4, 5]);
@@ -118,10 +123,11 @@ describe("Room object", () => {
     const stub = bindings.ROOMS.get(bindings.ROOMS.idFromName("rows-per-flush"));
     await runInDurableObject(stub, async (_instance, state) => {
       const limits = { ...readLimits({}), FLUSH_DELAY_MS: 10 };
-      const history = new History(state.storage, { maxMessages: 1000, maxAgeMs: 60_000 });
-      const counters = new RoomCounters(history);
-      const delivery = new Delivery(history, counters, { windowBytes: limits.WINDOW_BYTES, graceMs: 1000, batch: { maxBytes: limits.BATCH_MAX_BYTES, maxEvents: limits.BATCH_MAX_EVENTS } }, { occupancyChanged() {}, left() {}, released() {}, roomName: () => "rows-per-flush" });
-      const publishing = new Publishing(history, delivery, counters, limits, () => {});
+      const history = new History(state.storage, new MetaStore(state.storage.sql), { maxMessages: 1000, maxAgeMs: 60_000 });
+      const keys = new IdempotencyKeys(state.storage.sql, 60_000);
+      const counters = new RoomCounters(MEMORY_ONLY);
+      const delivery = new Delivery(counters, { windowBytes: limits.WINDOW_BYTES, graceMs: 1000, batch: { maxBytes: limits.BATCH_MAX_BYTES, maxEvents: limits.BATCH_MAX_EVENTS } }, { occupancyChanged() {}, left() {}, released() {}, name: () => "rows-per-flush" });
+      const publishing = new Publishing({ history, keys }, delivery, new Stream("rows-per-flush", history), counters, limits, { flushed: () => 0, afterFlush() {} });
       // Eight small messages published together share one flush: one row, 0.125 rows per message.
       await Promise.all(Array.from({ length: 8 }, (_, i) => publishing.publish(String(i))));
       expect(counters.values).toMatchObject({ published: 8, historyRowsWritten: 1 });
@@ -145,10 +151,10 @@ describe("Room object", () => {
   it("dedupes publishes by idempotency key, also while the first is still pending", async () => {
     const stub = bindings.ROOMS.get(bindings.ROOMS.idFromName("idem"));
     const racing = await Promise.all([
-      stub.publish("idem", '"x"', { idempotencyKey: "k1" }),
-      stub.publish("idem", '"x"', { idempotencyKey: "k1" }),
+      stub.publish('"x"', { idempotencyKey: "k1" }),
+      stub.publish('"x"', { idempotencyKey: "k1" }),
     ]);
-    const again = await stub.publish("idem", '"x"', { idempotencyKey: "k1" });
+    const again = await stub.publish('"x"', { idempotencyKey: "k1" });
     if ("refused" in again || racing.some((r) => "refused" in r)) throw new Error("the plain Room refuses nothing");
     // Whichever arrived first published; the other was recognised while it was still pending.
     expect(racing.map((r) => ("seq" in r ? r.seq : null))).toEqual([1, 1]);
@@ -180,10 +186,10 @@ describe("History", () => {
   it("stores one row per flush, reads whole rows from any seq, and keeps seq and epoch across reopen", async () => {
     const stub = bindings.ROOMS.get(bindings.ROOMS.idFromName("history-rows"));
     await runInDurableObject(stub, (_instance, state) => {
-      const history = new History(state.storage, { maxMessages: 10, maxAgeMs: 60_000 });
+      const history = new History(state.storage, new MetaStore(state.storage.sql), { maxMessages: 10, maxAgeMs: 60_000 });
       const now = Date.now();
       // Flushes of 1, 3, 1 and 2 messages: seqs 1 | 2-4 | 5 | 6-7, one row each.
-      for (const [first, count] of [[1, 1], [2, 3], [5, 1], [6, 2]] as const) history.append(flush(first, count, now), [], now);
+      for (const [first, count] of [[1, 1], [2, 3], [5, 1], [6, 2]] as const) history.append(flush(first, count, now), now);
       expect(history.seq).toBe(7);
       expect(state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM log").one().n).toBe(4);
       const all = history.read(1, Number.POSITIVE_INFINITY, WIDE);
@@ -201,7 +207,7 @@ describe("History", () => {
       expect(seqsOf(next)).toEqual([2, 3, 4]);
       expect(next.rowsRead).toBe(1);
       // Reopening finds the newest row without scanning, and continues seq and epoch.
-      const reopened = new History(state.storage, { maxMessages: 10, maxAgeMs: 60_000 });
+      const reopened = new History(state.storage, new MetaStore(state.storage.sql), { maxMessages: 10, maxAgeMs: 60_000 });
       expect(reopened.seq).toBe(7);
       expect(reopened.epoch).toBe(history.epoch);
       expect(seqsOf(reopened.read(3, Number.POSITIVE_INFINITY, WIDE))).toEqual([3, 4, 5, 6, 7]);
@@ -211,9 +217,9 @@ describe("History", () => {
   it("cuts a row larger than a frame into frame-sized pieces, and resumes inside it", async () => {
     const stub = bindings.ROOMS.get(bindings.ROOMS.idFromName("history-pieces"));
     await runInDurableObject(stub, (_instance, state) => {
-      const history = new History(state.storage, { maxMessages: 100, maxAgeMs: 60_000 });
+      const history = new History(state.storage, new MetaStore(state.storage.sql), { maxMessages: 100, maxAgeMs: 60_000 });
       const now = Date.now();
-      history.append(flush(1, 10, now), [], now);
+      history.append(flush(1, 10, now), now);
       const narrow = { maxBytes: 1 << 20, maxEvents: 3 };
       const all = history.read(1, Number.POSITIVE_INFINITY, narrow);
       expect(all.runs.map((r) => [r.firstSeq, r.lastSeq, r.lastTag])).toEqual([[1, 3, 3], [4, 6, 6], [7, 9, 9], [10, 10, 10]]);
@@ -232,21 +238,21 @@ describe("History", () => {
   it("serves the last HISTORY_MAX_MESSAGES messages, reports what is gone as lost, and finds the newest row after wrapping", async () => {
     const stub = bindings.ROOMS.get(bindings.ROOMS.idFromName("history-ring"));
     await runInDurableObject(stub, (_instance, state) => {
-      const history = new History(state.storage, { maxMessages: 10, maxAgeMs: 60_000 });
+      const history = new History(state.storage, new MetaStore(state.storage.sql), { maxMessages: 10, maxAgeMs: 60_000 });
       const now = Date.now();
-      for (let seq = 1; seq <= 203; seq++) history.append(flush(seq, 1, now), [], now);
+      for (let seq = 1; seq <= 203; seq++) history.append(flush(seq, 1, now), now);
       // The ring holds exactly ten rows: a publish is one row write, never a delete.
       expect(state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM log").one().n).toBe(10);
       expect(history.oldest(now)).toBe(194);
       const read = history.read(150, Number.POSITIVE_INFINITY, WIDE);
       expect(read.lost).toEqual({ from: 150, to: 193 });
       expect(seqsOf(read)).toEqual([194, 195, 196, 197, 198, 199, 200, 201, 202, 203]);
-      const reopened = new History(state.storage, { maxMessages: 10, maxAgeMs: 60_000 });
+      const reopened = new History(state.storage, new MetaStore(state.storage.sql), { maxMessages: 10, maxAgeMs: 60_000 });
       expect(reopened.seq).toBe(203);
       expect(seqsOf(reopened.read(199, Number.POSITIVE_INFINITY, WIDE))).toEqual([199, 200, 201, 202, 203]);
       // Age: past the cutoff older rows are no longer served.
       const later = now + 120_000;
-      reopened.append(flush(204, 2, later), [], later);
+      reopened.append(flush(204, 2, later), later);
       expect(reopened.oldest(later)).toBe(204);
       const aged = reopened.read(200, Number.POSITIVE_INFINITY, WIDE, 0, later);
       expect(aged.lost).toEqual({ from: 200, to: 203 });
@@ -257,102 +263,124 @@ describe("History", () => {
   it("changes nothing when a write fails", async () => {
     const stub = bindings.ROOMS.get(bindings.ROOMS.idFromName("history-failure"));
     await runInDurableObject(stub, (_instance, state) => {
-      const history = new History(state.storage, { maxMessages: 10, maxAgeMs: 60_000 });
+      const history = new History(state.storage, new MetaStore(state.storage.sql), { maxMessages: 10, maxAgeMs: 60_000 });
       const now = Date.now();
-      history.append(flush(1, 2, now), [], now);
+      const keys = new IdempotencyKeys(state.storage.sql, 60_000);
+      history.append(flush(1, 2, now), now);
       // A message whose text is not a string makes the insert throw inside the transaction.
       const bad = { ...flush(3, 1, now)[0]!, event: undefined as unknown as string };
-      expect(() => history.append([bad], [{ key: "k", seq: 3 }], now)).toThrow();
+      expect(() => history.append([bad], now, () => keys.remember("k", 3, now))).toThrow();
       expect(history.seq).toBe(2);
-      expect(history.seenKey("k")).toBeNull();
+      expect(keys.seqOf("k")).toBeNull();
       expect(state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM log").one().n).toBe(1);
       expect(seqsOf(history.read(1, Number.POSITIVE_INFINITY, WIDE))).toEqual([1, 2]);
     });
   });
 });
 
-describe("SocketState", () => {
-  const attachment = { id: "s", connectedAt: 0, canPublish: true, expiresAt: null };
-  const frame = (lastSeq: number, bytes: number) => ({ lastSeq, bytes, lastTag: lastSeq * 7 });
+describe("SendWindow", () => {
+  const frame = (w: SendWindow, lastSeq: number, bytes: number) => w.sent(0, lastSeq, lastSeq * 7, bytes);
 
   it("sends while the window is not full, so a socket holds at most a window plus one frame", () => {
-    const s = new SocketState(attachment, 0);
-    expect(s.hasRoom(1000)).toBe(true);
-    s.sent(frame(1, 600));
-    expect(s.hasRoom(1000)).toBe(true);
-    s.sent(frame(2, 600));
-    expect(s.inFlight).toBe(1200);
-    expect(s.hasRoom(1000)).toBe(false);
-    expect(s.sentSeq).toBe(2);
+    const w = new SendWindow();
+    expect(w.hasRoom(1000)).toBe(true);
+    frame(w, 1, 600);
+    expect(w.hasRoom(1000)).toBe(true);
+    frame(w, 2, 600);
+    expect(w.inFlight).toBe(1200);
+    expect(w.hasRoom(1000)).toBe(false);
     // No window: always room.
-    expect(s.hasRoom(0)).toBe(true);
+    expect(w.hasRoom(0)).toBe(true);
   });
 
   it("releases on an ack that names the last message of a frame with its tag, and nothing else", () => {
-    const s = new SocketState(attachment, 0);
-    s.sent(frame(3, 400));
-    s.sent(frame(5, 400));
-    s.sent(frame(9, 400));
-    expect(s.ack(5, 999)).toBe("forged");
-    expect(s.ack(10, 70)).toBe("forged");
-    expect(s.inFlight).toBe(1200);
-    expect(s.ack(4, 28)).toBe("stale"); // inside a frame: not a receipt of its last message
-    expect(s.ack(5, 35)).toBe("released");
-    expect(s.inFlight).toBe(400);
-    expect(s.ack(5, 35)).toBe("stale");
-    expect(s.ack(3, 21)).toBe("stale");
-    expect(s.ack(9, 63)).toBe("released");
-    expect(s.inFlight).toBe(0);
+    const w = new SendWindow();
+    frame(w, 3, 400);
+    frame(w, 5, 400);
+    frame(w, 9, 400);
+    expect(w.ack(0, 5, 999, 9)).toBe("forged");
+    expect(w.ack(0, 10, 70, 9)).toBe("forged");
+    expect(w.inFlight).toBe(1200);
+    expect(w.ack(0, 4, 28, 9)).toBe("stale"); // inside a frame: not a receipt of its last message
+    expect(w.ack(0, 5, 35, 9)).toBe("released");
+    expect(w.inFlight).toBe(400);
+    expect(w.ack(0, 5, 35, 9)).toBe("stale");
+    expect(w.ack(0, 3, 21, 9)).toBe("stale");
+    expect(w.ack(0, 9, 63, 9)).toBe("released");
+    expect(w.inFlight).toBe(0);
   });
 
   it("stays O(1) amortized over many frames", () => {
-    const s = new SocketState(attachment, 0);
+    const w = new SendWindow();
     for (let seq = 1; seq <= 10_000; seq++) {
-      s.sent(frame(seq, 10));
-      if (seq % 3 === 0) expect(s.ack(seq, seq * 7)).toBe("released");
+      frame(w, seq, 10);
+      if (seq % 3 === 0) expect(w.ack(0, seq, seq * 7, seq)).toBe("released");
     }
-    expect(s.inFlight).toBe(10);
+    expect(w.inFlight).toBe(10);
   });
 
   it("counts presence in the window beside messages, without ever holding messages up", () => {
-    const s = new SocketState(attachment, 0);
-    s.presenceSent(700, 11);
-    expect(s.hasPresenceRoom(1000)).toBe(true);
-    s.sent(frame(1, 600));
+    const w = new SendWindow();
+    w.presenceSent(0, 0, 11, 700);
+    expect(w.hasPresenceRoom(1000)).toBe(true);
+    frame(w, 1, 600);
     // Messages look at their own bytes; presence at both.
-    expect(s.hasRoom(1000)).toBe(true);
-    expect(s.hasPresenceRoom(1000)).toBe(false);
-    expect(s.hasPresenceRoom(0)).toBe(true);
+    expect(w.hasRoom(1000)).toBe(true);
+    expect(w.hasPresenceRoom(1000)).toBe(false);
+    expect(w.hasPresenceRoom(0)).toBe(true);
   });
 
   it("releases presence by its tag at the seq read when it arrived, or by an ack of a later message", () => {
-    const s = new SocketState(attachment, 0);
-    s.presenceSent(100, 11); // read before any message: acked as seq 0
-    s.sent(frame(2, 400));
-    s.presenceSent(100, 12); // arrived after message 2
-    s.presenceSent(100, 13);
-    expect(s.ack(0, 99)).toBe("stale"); // a tag it was never sent at that seq
+    const w = new SendWindow();
+    let sentSeq = 0;
+    w.presenceSent(0, sentSeq, 11, 100); // read before any message: acked as seq 0
+    frame(w, 2, 400);
+    sentSeq = 2;
+    w.presenceSent(0, sentSeq, 12, 100); // arrived after message 2
+    w.presenceSent(0, sentSeq, 13, 100);
+    expect(w.ack(0, 0, 99, sentSeq)).toBe("stale"); // a tag it was never sent at that seq
     // Acking message 2 covers the event before it, not those after it.
-    expect(s.ack(2, 14)).toBe("released");
-    expect(s.inFlight).toBe(0);
-    expect(s.presenceInFlight).toBe(200);
+    expect(w.ack(0, 2, 14, sentSeq)).toBe("released");
+    expect(w.inFlight).toBe(0);
+    expect(w.presenceInFlight).toBe(200);
     // The last event's tag, at the seq read: releases it and the one before.
-    expect(s.ack(2, 13)).toBe("released");
-    expect(s.presenceInFlight).toBe(0);
-    expect(s.ack(2, 12)).toBe("stale");
+    expect(w.ack(0, 2, 13, sentSeq)).toBe("released");
+    expect(w.presenceInFlight).toBe(0);
+    expect(w.ack(0, 2, 12, sentSeq)).toBe("stale");
     // A presence ack also releases the messages it came after.
-    s.sent(frame(3, 400));
-    s.presenceSent(100, 21);
-    expect(s.ack(3, 21)).toBe("released");
-    expect(s.inFlight).toBe(0);
-    expect(s.presenceInFlight).toBe(0);
+    frame(w, 3, 400);
+    sentSeq = 3;
+    w.presenceSent(0, sentSeq, 21, 100);
+    expect(w.ack(0, 3, 21, sentSeq)).toBe("released");
+    expect(w.inFlight).toBe(0);
+    expect(w.presenceInFlight).toBe(0);
     // And cannot claim a seq never sent.
-    s.presenceSent(100, 31);
-    expect(s.ack(4, 31)).toBe("forged");
+    w.presenceSent(0, sentSeq, 31, 100);
+    expect(w.ack(0, 4, 31, sentSeq)).toBe("forged");
   });
 
+  it("keeps the rooms of one socket apart, and releases everything read before an acknowledged frame", () => {
+    const w = new SendWindow();
+    w.sent(0, 5, 50, 100);
+    w.sent(1, 5, 51, 100);
+    w.sent(0, 6, 60, 100);
+    // Room 1's frame ending at 5 carried tag 51, not room 0's 50.
+    expect(w.ack(1, 5, 50, 5)).toBe("forged");
+    expect(w.ack(1, 5, 51, 5)).toBe("released");
+    // Everything sent before it, of either room, was read too.
+    expect(w.inFlight).toBe(100);
+    expect(w.ack(0, 5, 50, 6)).toBe("stale");
+    expect(w.ack(0, 6, 60, 6)).toBe("released");
+    expect(w.inFlight).toBe(0);
+  });
+});
+
+describe("SocketState", () => {
+  const attachment = { id: "s", connectedAt: 0, canPublish: true, expiresAt: null };
+  const ws = {} as WebSocket;
+
   it("rate-limits client frames with a token bucket", () => {
-    const s = new SocketState(attachment, 0);
+    const s = new SocketState(ws, attachment);
     const rate = { perSecond: 10, burst: 3 };
     expect([0, 0, 0, 0].map(() => s.takeFrameToken(0, rate))).toEqual([true, true, true, false]);
     expect(s.takeFrameToken(100, rate)).toBe(true);
@@ -360,9 +388,9 @@ describe("SocketState", () => {
   });
 
   it("starts from the activity its attachment remembers, not from when the room woke", () => {
-    const s = new SocketState({ ...attachment, connectedAt: 1000, activeAt: 5000 }, 0);
+    const s = new SocketState(ws, { ...attachment, connectedAt: 1000, activeAt: 5000 });
     expect(s.lastActivity).toBe(5000);
-    expect(new SocketState({ ...attachment, connectedAt: 1000 }, 0).lastActivity).toBe(1000);
+    expect(new SocketState(ws, { ...attachment, connectedAt: 1000 }).lastActivity).toBe(1000);
     expect(s.touch(6000)).toBe(false);
     expect(s.touch(5000 + ACTIVITY_PERSIST_MS)).toBe(true);
   });

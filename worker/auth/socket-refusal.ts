@@ -1,4 +1,5 @@
-import { CloseCode } from "../../protocol";
+import { CloseCode, closeReason, type ErrorBody } from "../../protocol";
+import { REFUSAL_CLOSE_HEADER } from "../../common/edge-requests";
 import { FANOUT_SUBPROTOCOL, parseSubprotocolOffer } from "./subprotocol";
 
 /**
@@ -19,9 +20,6 @@ import { FANOUT_SUBPROTOCOL, parseSubprotocolOffer } from "./subprotocol";
 export const REFUSAL_HEADER = "x-refusal";
 /** The value of REFUSAL_HEADER that asks for HTTP statuses. */
 export const HTTP_REFUSALS = "http";
-
-/** A close reason is at most 123 bytes of UTF-8 (RFC 6455 5.5: 125 for the payload, 2 of them the code). */
-const MAX_REASON_BYTES = 123;
 
 /** What an upgrade asks for, as far as refusing it goes. */
 export interface UpgradeRequest {
@@ -50,16 +48,6 @@ export function refusalCloseCode(status: 401 | 403): number {
   return status === 401 ? CloseCode.UNAUTHORIZED : CloseCode.FORBIDDEN;
 }
 
-/** `text` cut to fit a close frame's reason, on a character boundary. */
-export function closeReason(text: string): string {
-  const encoder = new TextEncoder();
-  if (encoder.encode(text).length <= MAX_REASON_BYTES) return text;
-  // Whole code points, so the cut never leaves half a surrogate pair.
-  const chars = [...text];
-  while (chars.length > 0 && encoder.encode(`${chars.join("")}…`).length > MAX_REASON_BYTES) chars.pop();
-  return `${chars.join("")}…`;
-}
-
 /**
  * Accepts the upgrade with a socket of the worker's own and closes it at once
  * with `code` and `reason`. The socket never reaches a room: no object is
@@ -79,4 +67,20 @@ export function closedSocketAnswer(request: UpgradeRequest, code: number, reason
     headers.set("Sec-WebSocket-Protocol", FANOUT_SUBPROTOCOL);
   }
   return new Response(null, { status: 101, webSocket: client, headers });
+}
+
+/**
+ * A room's answer to an upgrade, as the client gets it: a refusal the room
+ * marked with the close code it stands for (its onConnect hook's) becomes a
+ * socket closed with that code, when the client can take one; anything else
+ * passes as it is. The marking header never reaches the client.
+ */
+export async function closeRefusedUpgrade(request: UpgradeRequest, answer: Response): Promise<Response> {
+  const close = answer.headers.get(REFUSAL_CLOSE_HEADER);
+  if (close === null || answer.status === 101) return answer;
+  const headers = new Headers(answer.headers);
+  headers.delete(REFUSAL_CLOSE_HEADER);
+  if (!refusesWithClose(request)) return new Response(answer.body, { status: answer.status, headers });
+  const body = (await answer.json().catch(() => null)) as Partial<ErrorBody> | null;
+  return closedSocketAnswer(request, Number(close), typeof body?.message === "string" ? body.message : "refused by the room");
 }

@@ -1,5 +1,5 @@
 import type { Context, MiddlewareHandler } from "hono";
-import { CAN_PUBLISH_HEADER, EDGE_HEADERS, TOKEN_EXPIRES_HEADER } from "../../durable-objects/room/room";
+import { CAN_PUBLISH_HEADER, EDGE_HEADERS, TOKEN_EXPIRES_HEADER } from "../../common/edge-requests";
 import { jsonError } from "../errors";
 import { memberVerdict } from "./member-identity";
 import { originAllowed } from "./origins";

@@ -1,8 +1,9 @@
-import type { PresenceEvent, PresenceMember } from "../../protocol";
+import type { PresenceEvent, PresenceMember, PresencePage } from "../../protocol";
 import { logEvent } from "../../common/log";
 import { utf8Length } from "../../common/utf8";
+import type { Cursor } from "./cursor";
 import { TagSource } from "./message";
-import type { SocketState } from "./socket-state";
+import type { Stream } from "./stream";
 
 export interface PresenceOptions {
   /** PRESENCE_LEAVE_DELAY_MS: a member is announced as leaving only after this long without a socket. */
@@ -14,15 +15,10 @@ export interface PresenceOptions {
 }
 
 export interface PresenceSink {
-  /** Every socket of the room. */
-  sockets(): Iterable<[WebSocket, SocketState]>;
-  /** How many sockets the room holds. */
-  socketCount(): number;
-  /** Sends a presence event to one socket, when its window has room for it; false when it had none (or the send failed). */
-  send(ws: WebSocket, state: SocketState, text: string, bytes: number, tag: number): boolean;
+  /** Sends a presence event to one cursor's socket, when its window has room for it; false when it had none (or the send failed). */
+  send(cursor: Cursor, text: string, bytes: number, tag: number): boolean;
   /** `events` presence events went out (for the room's counters). */
   counted(events: number): void;
-  roomName(): string | null;
   /**
    * In a room spread over several objects (docs/sharded-rooms.md): the room's member count
    * over all of them, which events carry instead of this object's own. Absent or null: this
@@ -32,11 +28,11 @@ export interface PresenceSink {
   /** True while sockets get counts only, whatever the count: the room's members sit on several objects. */
   countsOnly?(): boolean;
   /** A member appeared here, its connections here changed, or it left (null, after the leave delay). */
-  memberChanged?(id: string, member: MemberView | null): void;
+  memberChanged?(id: string, member: LocalMember | null): void;
 }
 
 /** What this object knows of one member. */
-export interface MemberView {
+export interface LocalMember {
   info: string | undefined;
   verified: boolean;
   /** Its sockets on this object (0 during the leave delay: still a member). */
@@ -54,14 +50,6 @@ interface Member {
 /** Milliseconds of count interval per socket in the room: a send (~25 µs) is then at most 5% of it. */
 const COUNT_MS_PER_SOCKET = 0.5;
 
-/** One page of `GET /rooms/{room}/presence`. */
-export interface PresencePage {
-  count: number;
-  connections: number;
-  members: PresenceMember[];
-  cursor: string | null;
-}
-
 /**
  * Who is in the room: members, not sockets. A socket admitted with an
  * identity (a token's `sub`, or a name it chose in open mode) is that
@@ -72,7 +60,7 @@ export interface PresencePage {
  *
  * Presence events are not room messages: no seq, no history. They carry a
  * tag, are acknowledged like messages and go through each socket's window
- * (SocketState.hasPresenceRoom): a socket that cannot take an event is marked
+ * (SendWindow.hasPresenceRoom): a socket that cannot take an event is marked
  * stale and, once an ack makes room, gets one fresh `sync` instead of every
  * event it missed, so the room never holds a presence backlog. Join and leave traffic grows with the square of the room's size,
  * so above PRESENCE_MAX_MEMBERS sockets get only the count, at most once per
@@ -80,6 +68,7 @@ export interface PresencePage {
  */
 export class Presence {
   readonly #options: PresenceOptions;
+  readonly #stream: Stream;
   readonly #sink: PresenceSink;
   readonly #members = new Map<string, Member>();
   readonly #tags = new TagSource();
@@ -88,8 +77,9 @@ export class Presence {
   #countSentAt = 0;
   #countSent = -1;
 
-  constructor(options: PresenceOptions, sink: PresenceSink) {
+  constructor(options: PresenceOptions, stream: Stream, sink: PresenceSink) {
     this.#options = options;
+    this.#stream = stream;
     this.#sink = sink;
   }
 
@@ -109,8 +99,8 @@ export class Presence {
   }
 
   /** A socket that was already in the room when it woke: it counts, nobody is told. */
-  restore(state: SocketState): void {
-    const identity = state.attachment.member;
+  restore(cursor: Cursor): void {
+    const identity = cursor.socket.attachment.member;
     if (!identity) return;
     const member = this.#members.get(identity.id);
     if (member) member.connections += 1;
@@ -119,8 +109,8 @@ export class Presence {
   }
 
   /** A socket joined: it gets the picture; the others hear of a new member. */
-  join(ws: WebSocket, state: SocketState): void {
-    const identity = state.attachment.member;
+  join(cursor: Cursor): void {
+    const identity = cursor.socket.attachment.member;
     if (identity) {
       const member = this.#members.get(identity.id);
       if (member) {
@@ -131,15 +121,15 @@ export class Presence {
       } else {
         this.#members.set(identity.id, { info: identity.info, verified: identity.verified, connections: 1, leftAt: null });
         this.#changed(identity.id);
-        this.#announceJoin(identity.id, ws);
+        this.#announceJoin(identity.id, cursor);
       }
     }
-    this.snapshot(ws, state);
+    this.snapshot(cursor);
   }
 
   /** A socket left (closed by either side, reaped, or failed). */
-  leave(state: SocketState, now: number): void {
-    const identity = state.attachment.member;
+  leave(cursor: Cursor, now: number): void {
+    const identity = cursor.socket.attachment.member;
     if (!identity) return;
     const member = this.#members.get(identity.id);
     if (!member) return;
@@ -151,24 +141,24 @@ export class Presence {
   }
 
   /** Sends one socket the whole picture (members, or only the count above the cap). */
-  snapshot(ws: WebSocket, state: SocketState): void {
+  snapshot(cursor: Cursor): void {
     const tag = this.#tags.next();
     const event: PresenceEvent =
       this.#lists()
         ? { type: "presence", action: "sync", count: this.count, members: this.#list(), tag }
         : { type: "presence", action: "sync", count: this.count, tag };
     const text = JSON.stringify(event);
-    if (this.#sink.send(ws, state, text, utf8Length(text), tag)) {
-      state.presenceStale = false;
+    if (this.#sink.send(cursor, text, utf8Length(text), tag)) {
+      cursor.presenceStale = false;
       this.#sink.counted(1);
     } else {
-      state.presenceStale = true;
+      cursor.presenceStale = true;
     }
   }
 
   /** A socket has room again (an ack released frames): if it missed presence events, it gets a fresh picture. */
-  refresh(ws: WebSocket, state: SocketState): void {
-    if (state.presenceStale) this.snapshot(ws, state);
+  refresh(cursor: Cursor): void {
+    if (cursor.presenceStale) this.snapshot(cursor);
   }
 
   /** Members in id order after `cursor`, at most `limit`. */
@@ -205,7 +195,7 @@ export class Presence {
     return described;
   }
 
-  #announceJoin(id: string, joining: WebSocket): void {
+  #announceJoin(id: string, joining: Cursor): void {
     const count = this.count;
     const max = this.#options.maxMembers;
     const countsOnly = this.#sink.countsOnly?.() ?? false;
@@ -237,20 +227,20 @@ export class Presence {
     }
   }
 
-  #resync(except: WebSocket | null): void {
+  #resync(except: Cursor | null): void {
     this.#countSent = this.count;
-    for (const [ws, state] of this.#sink.sockets()) if (ws !== except) this.snapshot(ws, state);
+    for (const cursor of this.#stream.cursors.values()) if (cursor !== except) this.snapshot(cursor);
   }
 
-  #broadcast(text: string, tag: number, except: WebSocket | null): void {
+  #broadcast(text: string, tag: number, except: Cursor | null): void {
     const bytes = utf8Length(text);
     let sent = 0;
-    for (const [ws, state] of this.#sink.sockets()) {
-      if (ws === except) continue;
+    for (const cursor of this.#stream.cursors.values()) {
+      if (cursor === except) continue;
       // A socket that already missed events waits for its fresh picture rather than getting later ones.
-      if (state.presenceStale) continue;
-      if (this.#sink.send(ws, state, text, bytes, tag)) sent += 1;
-      else state.presenceStale = true;
+      if (cursor.presenceStale) continue;
+      if (this.#sink.send(cursor, text, bytes, tag)) sent += 1;
+      else cursor.presenceStale = true;
     }
     this.#sink.counted(sent);
   }
@@ -263,7 +253,7 @@ export class Presence {
    */
   #scheduleCount(): void {
     if (this.#countTimer !== null) return;
-    const interval = Math.max(this.#options.countIntervalMs, this.#sink.socketCount() * COUNT_MS_PER_SOCKET);
+    const interval = Math.max(this.#options.countIntervalMs, this.#stream.cursors.size * COUNT_MS_PER_SOCKET);
     const wait = Math.max(0, this.#countSentAt + interval - Date.now());
     this.#countTimer = setTimeout(() => {
       this.#countTimer = null;
@@ -275,7 +265,7 @@ export class Presence {
         const event: PresenceEvent = { type: "presence", action: "count", count: this.count, tag };
         this.#broadcast(JSON.stringify(event), tag, null);
       } catch (error) {
-        logEvent("error", { room: this.#sink.roomName(), where: "presence_count", error: String(error) });
+        logEvent("error", { room: this.#stream.room, where: "presence_count", error: String(error) });
       }
     }, wait);
   }
@@ -287,7 +277,7 @@ export class Presence {
       try {
         this.#expireLeaves(Date.now());
       } catch (error) {
-        logEvent("error", { room: this.#sink.roomName(), where: "presence_leave", error: String(error) });
+        logEvent("error", { room: this.#stream.room, where: "presence_leave", error: String(error) });
       }
     }, delay);
   }

@@ -1,0 +1,207 @@
+import {
+  CloseCode,
+  PING,
+  PONG,
+  parseClientFrame,
+  type CustomClientFrame,
+  type PublishedEvent,
+  type PublishFrame,
+  type ServerError,
+} from "../../protocol";
+import { logEvent } from "../../common/log";
+import { utf8Length } from "../../common/utf8";
+import type { RoomCounters } from "./counters";
+import type { Cursor } from "./cursor";
+import type { Delivery } from "./delivery";
+import type { FrameHooks } from "./frame-hooks";
+import type { PublishOutcome } from "./publish-outcome";
+import type { RatePolicy, SocketState } from "./socket-state";
+
+/** What client frames need of the object they arrive at. */
+export interface FrameHost {
+  /**
+   * Publishes a socket's message into the room of `cursor`: the room's own
+   * publish path, or, for a socket on a leaf of a sharded room, the root's
+   * (whose beforePublish may refuse).
+   */
+  publishFrom(cursor: Cursor, dataJson: string): Promise<PublishOutcome>;
+  /** The application's hooks for publishes and custom frames. */
+  readonly hooks: FrameHooks;
+  /** Rewrites a socket's attachment (its last-activity time) so it survives hibernation. */
+  persistAttachment(socket: SocketState): void;
+  /** For logs. */
+  name(): string | null;
+}
+
+export interface FrameLimits {
+  /** MAX_FRAME_BYTES: larger frames close the socket with 1009. */
+  maxFrameBytes: number;
+  /** MAX_MESSAGE_BYTES: larger publishes are refused with `too_large`, and the socket stays. */
+  maxMessageBytes: number;
+  rate: RatePolicy;
+}
+
+/**
+ * What an object that holds sockets does with each frame a client sends. The
+ * rules, which docs/protocol.md states for clients:
+ *
+ * - Flow control is free: heartbeats (answered by the runtime) and acks that
+ *   release a frame never count against the rate. Every other frame (a
+ *   publish, an ack that releases nothing) takes a token from the socket's
+ *   bucket of CLIENT_FRAMES_PER_SECOND (burst CLIENT_FRAME_BURST); past it the
+ *   socket is closed with 4009. A client can send at most one releasing ack
+ *   per frame it was sent, so free acks cost the room no more than the
+ *   frames it chose to send.
+ * - An ack that names a message the socket was never sent, or a wrong tag,
+ *   is a lie: 4000.
+ * - A publish whose data is over MAX_MESSAGE_BYTES as JSON is refused with an
+ *   `error` event `too_large` and the socket stays: MAX_FRAME_BYTES leaves
+ *   room for the largest message in any honest encoding plus its envelope, so
+ *   only a frame far beyond it closes the socket (1009).
+ * - Anything that is not protocol is 4000. A custom frame (`{"type":"x-..."}`)
+ *   is protocol only for a room whose onClientFrame hook handles it; it costs
+ *   a token, like a publish.
+ * - With beforePublish or onClientFrame overridden, a socket's publishes and
+ *   custom frames pass the hooks one at a time, in arrival order.
+ */
+export class ClientFrames {
+  readonly #delivery: Delivery;
+  readonly #counters: RoomCounters;
+  readonly #limits: FrameLimits;
+  readonly #host: FrameHost;
+
+  constructor(delivery: Delivery, counters: RoomCounters, limits: FrameLimits, host: FrameHost) {
+    this.#delivery = delivery;
+    this.#counters = counters;
+    this.#limits = limits;
+    this.#host = host;
+  }
+
+  /** Handles one frame from a socket the object tracks. Never throws: a failure closes that socket with 1011. */
+  async handle(socket: SocketState, message: string | ArrayBuffer): Promise<void> {
+    const ws = socket.ws;
+    try {
+      const now = Date.now();
+      if (socket.touch(now)) {
+        socket.attachment.activeAt = now;
+        this.#host.persistAttachment(socket);
+      }
+      if (socket.attachment.expiresAt !== null && now >= socket.attachment.expiresAt) {
+        this.#counters.refused("token_expired");
+        this.#delivery.close(ws, CloseCode.UNAUTHORIZED, "token expired");
+        return;
+      }
+      if (typeof message !== "string") return this.#refuse(ws, "bad_frame", CloseCode.BAD_FRAME, "binary frames are not supported");
+      const maxFrame = this.#limits.maxFrameBytes;
+      if (message.length * 3 > maxFrame && utf8Length(message) > maxFrame) {
+        return this.#refuse(ws, "too_big", CloseCode.MESSAGE_TOO_BIG, `frame over ${maxFrame} bytes`);
+      }
+      // The runtime answers heartbeats itself; one can only get here while the answer is being set up.
+      if (message === PING) {
+        this.#delivery.sendControl(socket, PONG);
+        return;
+      }
+      const parsed = parseClientFrame(message);
+      if (!parsed.ok) return this.#refuse(ws, "bad_frame", CloseCode.BAD_FRAME, parsed.error);
+      const frame = parsed.value;
+      const cursor = socket.cursor;
+      if (frame.type === "ack") {
+        const verdict = this.#delivery.ack(cursor, frame.seq, frame.tag, now);
+        if (verdict === "forged") return this.#refuse(ws, "bad_ack", CloseCode.BAD_FRAME, "ack for a message this socket was not sent, or with the wrong tag");
+        if (verdict === "stale") this.#spend(socket, now);
+        return;
+      }
+      const hooks = this.#host.hooks;
+      if (frame.type !== "publish") {
+        if (!hooks.handlesClientFrames) {
+          return this.#refuse(ws, "bad_frame", CloseCode.BAD_FRAME, `unknown frame type ${JSON.stringify(frame.type)}`);
+        }
+        if (!this.#spend(socket, now)) return;
+        return await this.#inOrder(socket, frame.id, () => this.#custom(socket, frame));
+      }
+      if (!this.#spend(socket, now)) return;
+      if (!socket.attachment.canPublish) {
+        this.#error(socket, { type: "error", code: "forbidden", message: "this socket may not publish", id: frame.id });
+        return;
+      }
+      const dataJson = JSON.stringify(frame.data);
+      const bytes = utf8Length(dataJson);
+      if (bytes > this.#limits.maxMessageBytes) {
+        this.#counters.refused("too_large");
+        this.#error(socket, { type: "error", code: "too_large", message: `the message is ${bytes} bytes as JSON, over the limit of ${this.#limits.maxMessageBytes}`, id: frame.id });
+        return;
+      }
+      if (hooks.ordersFrames) return await this.#inOrder(socket, frame.id, () => this.#publish(cursor, frame, dataJson));
+      await this.#publish(cursor, frame, dataJson);
+    } catch (error) {
+      logEvent("error", { room: this.#host.name(), socket: socket.attachment.id, where: "message", error: String(error) });
+      this.#delivery.close(ws, CloseCode.INTERNAL_ERROR, "internal error");
+    }
+  }
+
+  async #publish(cursor: Cursor, frame: PublishFrame, dataJson: string): Promise<void> {
+    const socket = cursor.socket;
+    let json = dataJson;
+    const hooks = this.#host.hooks;
+    if (hooks.checksPublishes) {
+      const checked = await hooks.checkPublish(dataJson, frame.data, { kind: "socket", socket });
+      if (!checked.ok) {
+        this.#answer(socket, { type: "error", code: checked.refusal.error, message: checked.refusal.message, id: frame.id });
+        return;
+      }
+      json = checked.dataJson;
+    }
+    let seq: number;
+    try {
+      const outcome = await this.#host.publishFrom(cursor, json);
+      // Refused by the root's beforePublish (a socket on a leaf of a sharded room).
+      if ("refused" in outcome) {
+        this.#answer(socket, { type: "error", code: outcome.refused.error, message: outcome.refused.message, id: frame.id });
+        return;
+      }
+      seq = outcome.seq;
+    } catch {
+      this.#answer(socket, { type: "error", code: "internal", message: "the message could not be stored", id: frame.id });
+      return;
+    }
+    const published: PublishedEvent = { type: "published", id: frame.id, seq };
+    this.#answer(socket, published);
+  }
+
+  async #custom(socket: SocketState, frame: CustomClientFrame): Promise<void> {
+    if (await this.#host.hooks.clientFrame(socket, frame)) return;
+    this.#answer(socket, { type: "error", code: "internal", message: `the room could not handle ${frame.type}`, id: frame.id });
+  }
+
+  /** Runs `task` in the socket's hook queue; a socket with too many frames waiting is told so instead. */
+  async #inOrder(socket: SocketState, id: string | undefined, task: () => Promise<void>): Promise<void> {
+    const queued = this.#host.hooks.inOrder(socket, task);
+    if (queued) return queued;
+    this.#counters.refused("rate_limited");
+    this.#error(socket, { type: "error", code: "rate_limited", message: "too many frames are waiting for the room; slow down", id });
+  }
+
+  /** Answers a frame whose handling waited: only a socket still here is told. */
+  #answer(socket: SocketState, event: PublishedEvent | ServerError): void {
+    if (this.#delivery.get(socket.ws) === socket) this.#delivery.sendControl(socket, JSON.stringify(event));
+  }
+
+  /** Takes a frame token; false (and the socket closed with 4009) when the socket is over its rate. */
+  #spend(socket: SocketState, now: number): boolean {
+    const rate = this.#limits.rate;
+    if (socket.takeFrameToken(now, rate)) return true;
+    logEvent("kick", { room: this.#host.name(), socket: socket.attachment.id, reason: "rate_limited" });
+    this.#counters.refused("rate_limited");
+    this.#delivery.close(socket.ws, CloseCode.RATE_LIMITED, `over ${rate.perSecond} frames per second`);
+    return false;
+  }
+
+  #refuse(ws: WebSocket, reason: string, code: number, message: string): void {
+    this.#counters.refused(reason);
+    this.#delivery.close(ws, code, message);
+  }
+
+  #error(socket: SocketState, event: ServerError): void {
+    this.#delivery.sendControl(socket, JSON.stringify(event));
+  }
+}

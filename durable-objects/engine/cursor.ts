@@ -1,0 +1,34 @@
+import type { SocketState } from "./socket-state";
+import type { Stream } from "./stream";
+
+/**
+ * One socket's position in one room: the seq it has been sent up to (or told
+ * it lost), and, while it is behind, where catch-up continues and since when
+ * it made no progress. Its window is the socket's, shared by every room the
+ * socket follows.
+ */
+export class Cursor {
+  readonly socket: SocketState;
+  readonly stream: Stream;
+  /** Which of the socket's rooms this is: the index its window marks carry. */
+  readonly index: number;
+  /** Highest seq sent to this socket in this room (or reported lost to it). */
+  sentSeq: number;
+  /** While behind: the history row that holds `sentSeq + 1`, when known (0 = look it up). */
+  nextRow = 0;
+  /** While behind: when the cursor last made progress (fell behind, or an ack released a frame). Null when level. */
+  stalledSince: number | null = null;
+  /** Presence events of this room were withheld (no room in the window): it gets a fresh snapshot when it has room again. */
+  presenceStale = false;
+
+  constructor(socket: SocketState, stream: Stream, index: number, sentSeq: number) {
+    this.socket = socket;
+    this.stream = stream;
+    this.index = index;
+    this.sentSeq = sentSeq;
+  }
+
+  get behind(): boolean {
+    return this.stalledSince !== null;
+  }
+}

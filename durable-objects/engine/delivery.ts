@@ -1,0 +1,348 @@
+import { CloseCode, type LostEvent } from "../../protocol";
+import { logEvent } from "../../common/log";
+import type { RoomCounters } from "./counters";
+import { Cursor } from "./cursor";
+import { cutFrame, type BatchLimits, type Frame } from "./frames";
+import type { AckVerdict } from "./send-window";
+import type { SocketState } from "./socket-state";
+import type { Stream } from "./stream";
+
+export interface DeliveryOptions {
+  /** WINDOW_BYTES: unacknowledged bytes per socket before it waits for an ack (0 = none). */
+  windowBytes: number;
+  /** SLOW_GRACE_MS: how long a cursor may stay behind without acknowledged progress. */
+  graceMs: number;
+  batch: BatchLimits;
+}
+
+/** How a socket left: its close code and reason, and who ended it. */
+export interface LeaveCause {
+  code: number;
+  reason: string;
+  /**
+   * `client`: the client sent a close; `room`: the object closed it (a kick, the
+   * idle sweep, token expiry, shutdown, a failed send, a hook); `network`: the
+   * connection failed without a close.
+   */
+  by: "client" | "room" | "network";
+}
+
+/** What delivery tells the object it runs in. */
+export interface DeliveryEvents {
+  /** The object went from no sockets to some, or from some to none. */
+  occupancyChanged(connections: number): void;
+  /** A socket left, however it went (once per socket, never inside the fan-out loop's send). */
+  left(socket: SocketState, cause: LeaveCause): void;
+  /** An ack released frames: the socket has window space again. */
+  released(socket: SocketState): void;
+  /** For logs. */
+  name(): string | null;
+}
+
+/**
+ * The delivery engine: every socket has a window, and a cursor in each room
+ * it follows (the seq it has been sent up to). Each cursor moves forward by
+ * one of two paths.
+ *
+ * - Live: a cursor that is level with its room gets each coalesced frame as
+ *   it is flushed, serialized once for everyone. When a frame does not fit in
+ *   the socket's window, the cursor is marked behind instead of skipping it.
+ * - Catch-up: a cursor that is behind (it fell out of the live path, or it
+ *   resumed with `since`) is sent the next messages from the room's source
+ *   whenever an ack frees window space, in frames cut the same way, until it
+ *   is level again and rejoins the live path.
+ *
+ * No message is skipped for a socket that acknowledges, and nothing is queued
+ * per socket: a socket costs its cursors and its window accounting. A cursor
+ * that falls out of the source gets one `lost` event and continues from the
+ * oldest kept message; one that stays behind with no acknowledged progress
+ * for SLOW_GRACE_MS gets its socket closed with 4008, and it resumes.
+ */
+export class Delivery {
+  readonly #sockets = new Map<WebSocket, SocketState>();
+  readonly #streams = new Set<Stream>();
+  readonly #counters: RoomCounters;
+  readonly #options: DeliveryOptions;
+  readonly #events: DeliveryEvents;
+  #graceTimer: ReturnType<typeof setTimeout> | null = null;
+
+  constructor(counters: RoomCounters, options: DeliveryOptions, events: DeliveryEvents) {
+    this.#counters = counters;
+    this.#options = options;
+    this.#events = events;
+  }
+
+  get size(): number {
+    return this.#sockets.size;
+  }
+
+  /** Cursors catching up right now, over every room. */
+  get behind(): number {
+    let behind = 0;
+    for (const stream of this.#streams) behind += stream.behind;
+    return behind;
+  }
+
+  get windowBytes(): number {
+    return this.#options.windowBytes;
+  }
+
+  get(ws: WebSocket): SocketState | undefined {
+    return this.#sockets.get(ws);
+  }
+
+  sockets(): IterableIterator<SocketState> {
+    return this.#sockets.values();
+  }
+
+  /** A socket arrives; it follows rooms with `follow`. */
+  join(socket: SocketState): void {
+    this.#sockets.set(socket.ws, socket);
+    if (this.#sockets.size === 1) this.#events.occupancyChanged(1);
+  }
+
+  /**
+   * The socket follows `stream` from `sentSeq`: level with the room, or
+   * behind (a resume), in which case catch-up starts at once. Returns the
+   * cursor, or null when the socket did not survive catch-up (a failed send).
+   */
+  follow(socket: SocketState, stream: Stream, sentSeq: number, now: number): Cursor | null {
+    this.#streams.add(stream);
+    const cursor = new Cursor(socket, stream, socket.cursors.length, sentSeq);
+    socket.cursors.push(cursor);
+    stream.cursors.set(socket.ws, cursor);
+    if (sentSeq < stream.flushedSeq) {
+      this.#fallBehind(cursor, now);
+      this.catchUp(cursor, now);
+    }
+    return this.#sockets.get(socket.ws) === socket ? cursor : null;
+  }
+
+  /**
+   * The peer closed its socket (the Hibernation API's `webSocketClose`): it
+   * leaves, and its close is answered, which the API does not do by itself;
+   * without the answer the client waits in CLOSING and reports 1006.
+   * Reserved codes cannot be sent back.
+   */
+  peerClosed(ws: WebSocket, code: number, reason: string): void {
+    this.leave(ws, { code, reason, by: code === 1006 ? "network" : "client" });
+    const reply = code === 1005 || code === 1006 || code === 1015 ? CloseCode.NORMAL : code;
+    if (ws.readyState === WebSocket.CLOSED) return;
+    try {
+      ws.close(reply, reason);
+    } catch {
+      // Already closed: nothing to reciprocate.
+    }
+  }
+
+  /** The socket failed (the Hibernation API's `webSocketError`): it leaves; its state, if it had one, is returned for the log. */
+  failed(ws: WebSocket, error: unknown): SocketState | undefined {
+    return this.leave(ws, { code: 1006, reason: String(error).slice(0, 120), by: "network" });
+  }
+
+  /** Every socket leaves here (closed by either side, or failed). */
+  leave(ws: WebSocket, cause: LeaveCause): SocketState | undefined {
+    const socket = this.#sockets.get(ws);
+    if (!socket) return undefined;
+    this.#sockets.delete(ws);
+    for (const cursor of socket.cursors) {
+      cursor.stream.cursors.delete(ws);
+      if (cursor.behind) cursor.stream.behind -= 1;
+    }
+    this.#events.left(socket, cause);
+    if (this.#sockets.size === 0) this.#events.occupancyChanged(0);
+    return socket;
+  }
+
+  /**
+   * Offers one flushed frame of `stream` (stored as history row `row`) to
+   * every level cursor; returns how many sockets it was sent to. Counted
+   * once per frame, not per socket: this loop is the object's hot path.
+   */
+  fanOut(stream: Stream, frame: Frame, row: number, now: number): number {
+    const previous = frame.firstSeq - 1;
+    const windowBytes = this.#options.windowBytes;
+    let sentTo = 0;
+    for (const cursor of stream.cursors.values()) {
+      // A cursor behind is served from the source when its socket's acks make room.
+      if (cursor.sentSeq !== previous) continue;
+      const socket = cursor.socket;
+      if (!socket.window.hasRoom(windowBytes)) {
+        this.#fallBehind(cursor, now);
+        cursor.nextRow = row;
+        continue;
+      }
+      if (this.#send(socket, frame.text)) {
+        socket.window.sent(cursor.index, frame.lastSeq, frame.lastTag, frame.bytes);
+        cursor.sentSeq = frame.lastSeq;
+        sentTo += 1;
+      }
+    }
+    stream.flushedSeq = frame.lastSeq;
+    this.#counters.sent(sentTo, frame);
+    return sentTo;
+  }
+
+  /** Applies a client's ack for `cursor`'s room; cursors behind that got window space back are sent what comes next. */
+  ack(cursor: Cursor, seq: number, tag: number, now: number): AckVerdict {
+    const socket = cursor.socket;
+    const verdict = socket.window.ack(cursor.index, seq, tag, cursor.sentSeq);
+    if (verdict !== "released") return verdict;
+    for (const each of socket.cursors) {
+      if (!each.behind) continue;
+      each.stalledSince = now;
+      this.catchUp(each, now);
+      // Catch-up may have closed it (a failed send).
+      if (this.#sockets.get(socket.ws) !== socket) return verdict;
+    }
+    this.#events.released(socket);
+    return verdict;
+  }
+
+  /**
+   * Sends a cursor that is behind the next messages from its room's source,
+   * as far as its socket's window allows (a window plus at most one stored
+   * frame). Each row read is sent: catch-up reads only what it sends.
+   */
+  catchUp(cursor: Cursor, now: number): void {
+    const windowBytes = this.#options.windowBytes;
+    const { socket, stream } = cursor;
+    const window = socket.window;
+    while (cursor.sentSeq < stream.flushedSeq && window.hasRoom(windowBytes)) {
+      const budget = windowBytes === 0 ? Number.POSITIVE_INFINITY : windowBytes - window.inFlight;
+      const read = stream.source.read(cursor.sentSeq + 1, budget, this.#options.batch, cursor.nextRow, now);
+      this.#counters.rowsRead(read.rowsRead);
+      if (read.lost) {
+        const lost: LostEvent = { type: "lost", reason: "history", from: read.lost.from, to: Math.min(read.lost.to, stream.flushedSeq) };
+        if (!this.#send(socket, JSON.stringify(lost))) return;
+        this.#counters.lost(lost.to - lost.from + 1);
+        cursor.sentSeq = lost.to;
+      }
+      for (let i = 0; i < read.runs.length; ) {
+        const { frame, end } = cutFrame(read.runs, i, this.#options.batch);
+        i = end;
+        if (frame.lastSeq > stream.flushedSeq) break;
+        if (!this.#send(socket, frame.text)) return;
+        window.sent(cursor.index, frame.lastSeq, frame.lastTag, frame.bytes);
+        cursor.sentSeq = frame.lastSeq;
+        this.#counters.caughtUp(frame);
+      }
+      cursor.nextRow = read.nextRow;
+      if (read.runs.length === 0 && read.lost === null) break;
+    }
+    if (cursor.sentSeq >= stream.flushedSeq && cursor.behind) {
+      cursor.stalledSince = null;
+      cursor.nextRow = 0;
+      stream.behind -= 1;
+    }
+  }
+
+  /** Every cursor of `stream` behind catches up as far as its window allows (its source just gained what it lacked). */
+  resume(stream: Stream, now: number): void {
+    for (const cursor of [...stream.cursors.values()]) if (cursor.behind) this.catchUp(cursor, now);
+  }
+
+  /** Closes a socket the object is done with; its frames are no longer acted on. */
+  close(ws: WebSocket, code: number, reason: string): void {
+    const text = reason.slice(0, 120);
+    this.leave(ws, { code, reason: text, by: "room" });
+    try {
+      ws.close(code, text);
+    } catch {
+      // Already closing or closed.
+    }
+  }
+
+  /** A socket that threw on send or failed: forgotten and closed, never fatal to the object. */
+  forget(ws: WebSocket, why: string, error: unknown): void {
+    const socket = this.leave(ws, { code: CloseCode.INTERNAL_ERROR, reason: why, by: "room" });
+    logEvent("socket_dropped", { room: this.#events.name(), socket: socket?.attachment.id ?? null, why, error: String(error) });
+    try {
+      ws.close(CloseCode.INTERNAL_ERROR, why);
+    } catch {
+      // The socket is already gone.
+    }
+  }
+
+  /** Sends a small control event (welcome, lost, published, error); these are not counted against the window. */
+  sendControl(socket: SocketState, text: string): boolean {
+    return this.#send(socket, text);
+  }
+
+  /** Sends a presence event of `cursor`'s room when the socket's window has room for it. */
+  sendPresence(cursor: Cursor, text: string, bytes: number, tag: number): boolean {
+    const window = cursor.socket.window;
+    if (!window.hasPresenceRoom(this.#options.windowBytes)) return false;
+    if (!this.#send(cursor.socket, text)) return false;
+    window.presenceSent(cursor.index, cursor.sentSeq, tag, bytes);
+    return true;
+  }
+
+  /** Sum and maximum of the sockets' unacknowledged bytes. */
+  windowFigures(): { inFlight: number; max: number } {
+    let inFlight = 0;
+    let max = 0;
+    for (const socket of this.#sockets.values()) {
+      const bytes = socket.window.inFlight;
+      inFlight += bytes;
+      if (bytes > max) max = bytes;
+    }
+    return { inFlight, max };
+  }
+
+  #send(socket: SocketState, text: string): boolean {
+    try {
+      socket.ws.send(text);
+      return true;
+    } catch (error) {
+      this.forget(socket.ws, "send_failed", error);
+      return false;
+    }
+  }
+
+  #fallBehind(cursor: Cursor, now: number): void {
+    if (cursor.behind) return;
+    cursor.stalledSince = now;
+    cursor.nextRow = 0;
+    cursor.stream.behind += 1;
+    this.#armGraceTimer();
+  }
+
+  /**
+   * While any cursor is behind, a timer checks for cursors that made no
+   * progress within the grace period. It also keeps the object from
+   * hibernating while a cursor lives only in memory.
+   */
+  #armGraceTimer(): void {
+    if (this.#graceTimer !== null) return;
+    const interval = Math.max(50, Math.floor(this.#options.graceMs / 4));
+    this.#graceTimer = setTimeout(() => {
+      this.#graceTimer = null;
+      try {
+        this.#closeStalled(Date.now());
+      } catch (error) {
+        logEvent("error", { room: this.#events.name(), where: "grace_timer", error: String(error) });
+      }
+      if (this.behind > 0) this.#armGraceTimer();
+    }, interval);
+  }
+
+  #closeStalled(now: number): void {
+    for (const stream of this.#streams) {
+      if (stream.behind === 0) continue;
+      for (const cursor of [...stream.cursors.values()]) {
+        if (cursor.stalledSince === null || now - cursor.stalledSince < this.#options.graceMs) continue;
+        this.#counters.kicked();
+        logEvent("kick", {
+          room: stream.room,
+          socket: cursor.socket.attachment.id,
+          reason: "slow_consumer",
+          sentSeq: cursor.sentSeq,
+          roomSeq: stream.flushedSeq,
+          inFlight: cursor.socket.window.inFlight,
+        });
+        this.close(cursor.socket.ws, CloseCode.SLOW_CONSUMER, "slow consumer: resume with since");
+      }
+    }
+  }
+}

@@ -1,0 +1,253 @@
+import { CloseCode, PING, PONG, type LostEvent, type ResumePoint, type WelcomeEvent } from "../../protocol";
+import { logEvent } from "../../common/log";
+import type { Limits } from "../../common/settings";
+import type { SocketAttachment } from "./attachment";
+import { ClientFrames, type FrameHost } from "./client-frames";
+import type { RoomCounters } from "./counters";
+import type { Cursor } from "./cursor";
+import { Delivery, type LeaveCause } from "./delivery";
+import { Presence, type PresenceSink } from "./presence";
+import { SocketState, type RatePolicy } from "./socket-state";
+import { Stream, type MessageSource } from "./stream";
+import { Sweeper, type SweeperHost } from "./sweeper";
+
+/** What a room's presence on this object needs beyond the engine: a sharded room counts members over several objects. */
+export type PresenceHooks = Pick<PresenceSink, "roomCount" | "countsOnly" | "memberChanged">;
+
+/** What the engine asks of the object it runs in: its sweep, its publishes, and what it hears of sockets coming and going. */
+export interface EngineHost extends SweeperHost, Omit<FrameHost, "persistAttachment"> {
+  /** The object went from no sockets to some, or from some to none. */
+  occupancyChanged(connections: number): void;
+  /** A socket left (after its presence did), however it went. */
+  left?(socket: SocketState, cause: LeaveCause): void;
+  /**
+   * Before a socket's frame is handled: whatever the object must know first (a leaf asks its
+   * root where the room stands, since an ack is checked against the cursor). False when the
+   * object closed the socket instead.
+   */
+  beforeFrame?(socket: SocketState): Promise<boolean>;
+}
+
+/** A socket to accept: what the edge decided about it, where it resumes, and the history its seqs belong to. */
+export interface Admission {
+  attachment: SocketAttachment;
+  resume: ResumePoint;
+  /** The epoch of the room's history, as the welcome announces it. */
+  epoch: string;
+}
+
+/**
+ * The socket engine: everything an object that holds sockets does with them,
+ * the same for a room, a leaf of a sharded room, and any other object that
+ * holds sockets of rooms. It accepts sockets with the Hibernation API,
+ * welcomes them, resumes them from `since` or tells them what they lost,
+ * keeps a cursor per socket and room and a window per socket (Delivery),
+ * runs presence per room (Presence), handles client frames (ClientFrames),
+ * reaps idle sockets (Sweeper), and rebuilds all of it from the sockets'
+ * attachments when the object wakes. No handler throws into the runtime.
+ *
+ * The object around it decides what is particular to it: where a room's
+ * messages come from (`openStream`), where publishes go, what happens on its
+ * alarm when it holds no sockets.
+ */
+export class SocketEngine {
+  readonly #ctx: DurableObjectState;
+  readonly #limits: Limits;
+  readonly #counters: RoomCounters;
+  readonly #host: EngineHost;
+  readonly #rate: RatePolicy;
+  readonly #presences = new Map<Stream, Presence>();
+  readonly delivery: Delivery;
+  readonly sweeper: Sweeper;
+  readonly #frames: ClientFrames;
+
+  constructor(ctx: DurableObjectState, limits: Limits, counters: RoomCounters, host: EngineHost) {
+    this.#ctx = ctx;
+    this.#limits = limits;
+    this.#counters = counters;
+    this.#host = host;
+    this.#rate = { perSecond: limits.CLIENT_FRAMES_PER_SECOND, burst: Math.max(1, limits.CLIENT_FRAME_BURST) };
+    this.delivery = new Delivery(
+      counters,
+      {
+        windowBytes: limits.WINDOW_BYTES,
+        graceMs: limits.SLOW_GRACE_MS,
+        batch: { maxBytes: limits.BATCH_MAX_BYTES, maxEvents: limits.BATCH_MAX_EVENTS },
+      },
+      {
+        occupancyChanged: (connections) => host.occupancyChanged(connections),
+        left: (socket, cause) => this.#left(socket, cause),
+        released: (socket) => {
+          for (const cursor of socket.cursors) this.#presences.get(cursor.stream)?.refresh(cursor);
+        },
+        name: () => host.name(),
+      },
+    );
+    this.#frames = new ClientFrames(
+      this.delivery,
+      counters,
+      { maxFrameBytes: limits.MAX_FRAME_BYTES, maxMessageBytes: limits.MAX_MESSAGE_BYTES, rate: this.#rate },
+      {
+        publishFrom: (cursor, dataJson) => host.publishFrom(cursor, dataJson),
+        get hooks() {
+          return host.hooks;
+        },
+        persistAttachment: (socket) => socket.ws.serializeAttachment(socket.attachment),
+        name: () => host.name(),
+      },
+    );
+    this.sweeper = new Sweeper(ctx, this.delivery, counters, { idleTimeoutMs: limits.IDLE_TIMEOUT_SECONDS * 1000 }, host);
+    // Heartbeats are answered by the runtime, so a pinging client never wakes the object.
+    ctx.setWebSocketAutoResponse(new WebSocketRequestResponsePair(PING, PONG));
+  }
+
+  /** Sockets on this object. */
+  get size(): number {
+    return this.delivery.size;
+  }
+
+  /** A room whose sockets this object will hold, its messages read from `source`. */
+  openStream(room: string, source: MessageSource, presence: PresenceHooks = {}): Stream {
+    const stream = new Stream(room, source);
+    this.#presences.set(
+      stream,
+      new Presence(
+        {
+          leaveDelayMs: this.#limits.PRESENCE_LEAVE_DELAY_MS,
+          maxMembers: this.#limits.PRESENCE_MAX_MEMBERS,
+          countIntervalMs: this.#limits.PRESENCE_COUNT_INTERVAL_MS,
+        },
+        stream,
+        {
+          send: (cursor, text, bytes, tag) => this.delivery.sendPresence(cursor, text, bytes, tag),
+          counted: (events) => this.#counters.presenceSent(events),
+          ...presence,
+        },
+      ),
+    );
+    return stream;
+  }
+
+  /** The presence of a room on this object. */
+  presence(stream: Stream): Presence {
+    return this.#presences.get(stream) as Presence;
+  }
+
+  /**
+   * Accepts a socket into `stream`: the welcome, then (for a resume) the
+   * messages after `since` from the source, or a `lost` event when the
+   * socket's history is not the room's (its epoch changed, or it claims a seq
+   * from the future); then the room's presence.
+   */
+  async accept(stream: Stream, admission: Admission): Promise<Response> {
+    const pair = new WebSocketPair();
+    const client = pair[0];
+    const server = pair[1];
+    const now = Date.now();
+    this.#ctx.acceptWebSocket(server);
+    server.serializeAttachment(admission.attachment);
+    const socket = new SocketState(server, admission.attachment);
+    const latest = stream.flushedSeq;
+    const welcome: WelcomeEvent = {
+      type: "welcome",
+      room: stream.room,
+      seq: latest,
+      epoch: admission.epoch,
+      window: this.#limits.WINDOW_BYTES,
+      rate: this.#rate,
+      maxMessageBytes: this.#limits.MAX_MESSAGE_BYTES,
+    };
+    server.send(JSON.stringify(welcome));
+    let start = latest;
+    const { since, epoch } = admission.resume;
+    if (since !== null) {
+      if ((epoch !== null && epoch !== admission.epoch) || since > latest) {
+        const lost: LostEvent = { type: "lost", reason: "epoch", from: 1, to: latest };
+        server.send(JSON.stringify(lost));
+      } else {
+        start = since;
+      }
+    }
+    this.delivery.join(socket);
+    const cursor = this.delivery.follow(socket, stream, start, now);
+    // A failed send during catch-up forgets the socket; it is not a member then.
+    if (cursor) this.presence(stream).join(cursor);
+    await this.sweeper.ensureAlarm();
+    return new Response(null, { status: 101, webSocket: client });
+  }
+
+  /**
+   * Sockets that were here when the object woke, as `place` says: the stream
+   * each follows and the seq it is level at (null leaves it out). The
+   * runtime also lists sockets still closing (a stalled peer never finishes
+   * the close handshake); those are not here any more. Presence is rebuilt
+   * from their identities without telling anyone.
+   */
+  restore(place: (attachment: SocketAttachment) => { stream: Stream; seq: number } | null): SocketState[] {
+    const restored: SocketState[] = [];
+    const now = Date.now();
+    for (const ws of this.#ctx.getWebSockets()) {
+      const attachment = ws.deserializeAttachment() as SocketAttachment | null;
+      if (!attachment || ws.readyState !== WebSocket.OPEN) continue;
+      const at = place(attachment);
+      if (!at) continue;
+      const socket = new SocketState(ws, attachment);
+      this.delivery.join(socket);
+      const cursor = this.delivery.follow(socket, at.stream, at.seq, now);
+      if (cursor) this.presence(at.stream).restore(cursor);
+      restored.push(socket);
+    }
+    return restored;
+  }
+
+  /** The Hibernation API's `webSocketMessage`. */
+  async message(ws: WebSocket, message: string | ArrayBuffer): Promise<void> {
+    // A socket the object no longer tracks was closed (or forgotten) by it: frames the peer
+    // sent before it saw the close were answered by the close, and must not be acted on.
+    const socket = this.delivery.get(ws);
+    if (!socket) return;
+    if (this.#host.beforeFrame && !(await this.#host.beforeFrame(socket))) return;
+    await this.#frames.handle(socket, message);
+  }
+
+  /** The Hibernation API's `webSocketClose`. */
+  closed(ws: WebSocket, code: number, reason: string): void {
+    this.delivery.peerClosed(ws, code, reason);
+  }
+
+  /** The Hibernation API's `webSocketError`. */
+  errored(ws: WebSocket, error: unknown): void {
+    const socket = this.delivery.failed(ws, error);
+    logEvent("socket_error", { room: this.#host.name(), socket: socket?.attachment.id ?? null, error: String(error) });
+  }
+
+  /** The object's alarm: the sweep, and the object's idle work. */
+  async alarm(): Promise<void> {
+    try {
+      await this.sweeper.alarm();
+    } catch (error) {
+      logEvent("error", { room: this.#host.name(), where: "alarm", error: String(error) });
+    }
+  }
+
+  /** Closes every socket with `code` so clients reconnect and resume; returns how many. */
+  shutdown(code: number = CloseCode.SERVICE_RESTART, reason = "service restart"): number {
+    let closed = 0;
+    for (const ws of this.#ctx.getWebSockets()) {
+      this.delivery.close(ws, code, reason);
+      closed += 1;
+    }
+    return closed;
+  }
+
+  /** The cursor of `ws` in `stream`, when the socket is still here. */
+  cursorOf(stream: Stream, ws: WebSocket): Cursor | undefined {
+    return stream.cursors.get(ws);
+  }
+
+  #left(socket: SocketState, cause: LeaveCause): void {
+    const now = Date.now();
+    for (const cursor of socket.cursors) this.#presences.get(cursor.stream)?.leave(cursor, now);
+    this.#host.left?.(socket, cause);
+  }
+}

@@ -1,0 +1,64 @@
+/**
+ * What the engine knows about one socket: its attachment (what survives
+ * hibernation), its send window, its client-frame budget, when it was last
+ * heard from, and one cursor per room it follows (a socket of a room or of a
+ * leaf follows one; a multiplexed socket several).
+ *
+ * After hibernation the state is rebuilt from the attachment, level with each
+ * room and with an empty window: an object with a cursor behind keeps a timer
+ * running, so it only hibernates once every cursor was level.
+ */
+import { ACTIVITY_PERSIST_MS, type SocketAttachment } from "./attachment";
+import type { Cursor } from "./cursor";
+import { SendWindow } from "./send-window";
+
+export interface RatePolicy {
+  perSecond: number;
+  burst: number;
+}
+
+export class SocketState {
+  readonly ws: WebSocket;
+  readonly attachment: SocketAttachment;
+  readonly window = new SendWindow();
+  /** The rooms this socket follows, by the index its window marks carry. */
+  readonly cursors: Cursor[] = [];
+  /** Last time the client sent anything (heartbeats excluded: the runtime stamps those). */
+  lastActivity: number;
+  #tokens = -1;
+  #refilledAt = 0;
+
+  constructor(ws: WebSocket, attachment: SocketAttachment) {
+    this.ws = ws;
+    this.attachment = attachment;
+    this.lastActivity = attachment.activeAt ?? attachment.connectedAt;
+  }
+
+  /** The cursor of a socket that follows one room (every socket of a room or a leaf). */
+  get cursor(): Cursor {
+    return this.cursors[0] as Cursor;
+  }
+
+  /**
+   * Token bucket for client frames that cost the room without freeing
+   * anything: true when one more is within the rate. The bucket starts full.
+   */
+  takeFrameToken(now: number, policy: RatePolicy): boolean {
+    if (policy.perSecond === 0) return true;
+    if (this.#tokens < 0) {
+      this.#tokens = policy.burst;
+    } else {
+      this.#tokens = Math.min(policy.burst, this.#tokens + ((now - this.#refilledAt) / 1000) * policy.perSecond);
+    }
+    this.#refilledAt = now;
+    if (this.#tokens < 1) return false;
+    this.#tokens -= 1;
+    return true;
+  }
+
+  /** Notes client activity; true when the attachment should be rewritten so it survives hibernation. */
+  touch(now: number): boolean {
+    this.lastActivity = now;
+    return now - (this.attachment.activeAt ?? this.attachment.connectedAt) >= ACTIVITY_PERSIST_MS;
+  }
+}

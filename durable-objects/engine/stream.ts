@@ -1,0 +1,58 @@
+import type { BatchLimits, Run } from "./frames";
+import type { Cursor } from "./cursor";
+
+/** What a catch-up read returned. */
+export interface SourceRead {
+  /** Runs of consecutive messages from `from` (or from the oldest kept one), in order. */
+  runs: Run[];
+  /** Messages at the start of the request that are no longer kept, if any. */
+  lost: { from: number; to: number } | null;
+  /** The next seq to read, and the row that holds it (a hint for the next read). */
+  nextSeq: number;
+  nextRow: number;
+  rowsRead: number;
+}
+
+/**
+ * Where a room's messages are read from for catch-up and resume: the room's
+ * own SQLite history (on the room's object), or a ring of recent messages (on
+ * the objects that follow the room: a sharded room's leaves).
+ */
+export interface MessageSource {
+  /** The latest seq the source holds. */
+  readonly seq: number;
+  /**
+   * Messages from seq `from` on, as runs that each fit one frame, until at
+   * least `budget` bytes are taken or the latest message is reached.
+   * `hintRow` is where the previous read stopped (0 when unknown).
+   */
+  read(from: number, budget: number, limits: BatchLimits, hintRow?: number, now?: number): SourceRead;
+}
+
+/**
+ * One room as an object that holds sockets sees it: where its messages come
+ * from, the cursors of the sockets that follow it here, and how far the live
+ * path has gone. The room's own object has one stream; so has each leaf of a
+ * sharded room.
+ */
+export class Stream {
+  readonly room: string;
+  readonly source: MessageSource;
+  /** The cursors of this room on this object, by socket. */
+  readonly cursors = new Map<WebSocket, Cursor>();
+  /** Highest seq handed to the live path; new sockets start level with it. */
+  flushedSeq: number;
+  /** Cursors catching up from the source right now. */
+  behind = 0;
+
+  constructor(room: string, source: MessageSource) {
+    this.room = room;
+    this.source = source;
+    this.flushedSeq = source.seq;
+  }
+
+  /** The source starts over (the room gave its storage back, or a leaf restarted): so does the live path. */
+  reset(): void {
+    this.flushedSeq = this.source.seq;
+  }
+}

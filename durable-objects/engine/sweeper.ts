@@ -1,0 +1,117 @@
+import { CloseCode } from "../../protocol";
+import { logEvent } from "../../common/log";
+import type { RoomCounters } from "./counters";
+import type { Delivery } from "./delivery";
+
+export interface SweeperOptions {
+  /** IDLE_TIMEOUT_SECONDS in ms (0 = never reap); also the interval of the sweep alarm. */
+  idleTimeoutMs: number;
+}
+
+/** What the sweep asks of the object it runs in. */
+export interface SweeperHost {
+  /** The periodic report (registry, root) while the object has sockets. */
+  heartbeat(): void;
+  /** Sockets of the room held by other objects (a sharded room's leaves): while there are any, the room is live. */
+  otherSockets(): number;
+  /** With no socket anywhere: when the object wants its alarm for work of its own (a room: giving its storage back), or null. */
+  idleAlarmAt(now: number): number | null;
+  /** With no socket anywhere, at the alarm: that work. The alarm is then set again from `idleAlarmAt`. */
+  onIdleAlarm(now: number): Promise<void>;
+  /** For logs. */
+  name(): string | null;
+}
+
+/**
+ * Housekeeping of an object that holds sockets, run from its alarm (which
+ * wakes a hibernated object briefly and never keeps it awake) and
+ * opportunistically during flushes:
+ *
+ * - sockets whose token expired are closed with 4001;
+ * - sockets silent for IDLE_TIMEOUT_SECONDS (no heartbeat answered by the
+ *   runtime, no frame) are closed with 4010. A socket's last frame time is
+ *   kept in its attachment, so this holds whether or not the object slept;
+ * - while the object has sockets, the alarm is the heartbeat of its reports;
+ *   without any, the object's own idle work runs from it.
+ */
+export class Sweeper {
+  readonly #ctx: DurableObjectState;
+  readonly #delivery: Delivery;
+  readonly #counters: RoomCounters;
+  readonly #options: SweeperOptions;
+  readonly #host: SweeperHost;
+  #lastSweep = Date.now();
+  /** The alarm time this instance knows is set (0 = none known): spares a storage call on every upgrade. */
+  #alarmAt = 0;
+
+  constructor(ctx: DurableObjectState, delivery: Delivery, counters: RoomCounters, options: SweeperOptions, host: SweeperHost) {
+    this.#ctx = ctx;
+    this.#delivery = delivery;
+    this.#counters = counters;
+    this.#options = options;
+    this.#host = host;
+  }
+
+  /** During a flush: sweeps when half an idle timeout has passed since the last sweep. */
+  maybeSweep(now: number): void {
+    if (this.#options.idleTimeoutMs > 0 && now - this.#lastSweep >= this.#options.idleTimeoutMs / 2) this.sweep(now);
+  }
+
+  sweep(now: number): void {
+    this.#lastSweep = now;
+    const timeoutMs = this.#options.idleTimeoutMs || Number.POSITIVE_INFINITY;
+    for (const socket of this.#delivery.sockets()) {
+      const { attachment, ws } = socket;
+      if (attachment.expiresAt !== null && now >= attachment.expiresAt) {
+        logEvent("kick", { room: this.#host.name(), socket: attachment.id, reason: "token_expired" });
+        this.#counters.refused("token_expired");
+        this.#delivery.close(ws, CloseCode.UNAUTHORIZED, "token expired");
+        continue;
+      }
+      const heartbeat = this.#ctx.getWebSocketAutoResponseTimestamp(ws)?.getTime() ?? 0;
+      const last = Math.max(heartbeat, socket.lastActivity, attachment.connectedAt);
+      if (now - last > timeoutMs) {
+        logEvent("kick", { room: this.#host.name(), socket: attachment.id, reason: "idle_timeout" });
+        this.#counters.refused("idle_timeout");
+        this.#delivery.close(ws, CloseCode.IDLE_TIMEOUT, "no heartbeat");
+      }
+    }
+  }
+
+  async alarm(): Promise<void> {
+    this.#alarmAt = 0;
+    const now = Date.now();
+    this.sweep(now);
+    if (this.#live()) this.#host.heartbeat();
+    else await this.#host.onIdleAlarm(now);
+    await this.ensureAlarm();
+  }
+
+  /**
+   * Makes sure an alarm is due: the next sweep while the object has sockets,
+   * or whatever the object wants when it has none.
+   */
+  async ensureAlarm(): Promise<void> {
+    const now = Date.now();
+    let want: number | null;
+    if (this.#live()) {
+      if (this.#options.idleTimeoutMs === 0) return;
+      want = now + this.#options.idleTimeoutMs;
+    } else {
+      want = this.#host.idleAlarmAt(now);
+    }
+    if (want === null || (this.#alarmAt !== 0 && this.#alarmAt <= want)) return;
+    const current = await this.#ctx.storage.getAlarm();
+    if (current === null || current > want) await this.#ctx.storage.setAlarm(want);
+    this.#alarmAt = current === null || current > want ? want : current;
+  }
+
+  /** The object gave its storage back (deleteAll took the alarm with it). */
+  forgetAlarm(): void {
+    this.#alarmAt = 0;
+  }
+
+  #live(): boolean {
+    return this.#delivery.size + this.#host.otherSockets() > 0;
+  }
+}

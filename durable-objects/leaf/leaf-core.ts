@@ -1,0 +1,276 @@
+import { CloseCode, resumePointOf } from "../../protocol";
+import { LEAF_FULL_HEADER, parseLeafName } from "../../common/edge-requests";
+import { logEvent } from "../../common/log";
+import { readLimits, type Limits } from "../../common/settings";
+import { attachmentFromEdge, type SocketAttachment } from "../engine/attachment";
+import { MEMORY_ONLY, RoomCounters } from "../engine/counters";
+import type { Cursor } from "../engine/cursor";
+import { NO_FRAME_HOOKS, type FrameHooks } from "../engine/frame-hooks";
+import type { PublishOutcome } from "../engine/publish-outcome";
+import { SocketEngine, type EngineHost } from "../engine/socket-engine";
+import type { SocketState } from "../engine/socket-state";
+import type { Room } from "../room/room";
+import { RoomFollower, type FollowerHost } from "./follower";
+import { LeafReports, type ReportSource } from "./leaf-reports";
+import type { LeafBatch, LeafReport, LeafSnapshot, LeafStart } from "./rpc";
+
+/** A leaf socket's attachment: the room's, plus where the leaf stood when it was written. */
+interface LeafAttachment extends SocketAttachment {
+  /**
+   * One socket (the holder) is rewritten after every push, so the highest mark
+   * over the open sockets is where the leaf is: a leaf woken from hibernation
+   * knows where its sockets are without asking anyone.
+   */
+  mark?: { seq: number; epoch: string };
+}
+
+/**
+ * A leaf's parts and the one object they talk to: the socket engine, the
+ * room it follows (RoomFollower: its ring, pushes and fetches) and its
+ * reports to the room's root. It is the engine's host, the follower's host
+ * and the reports' source.
+ */
+export class LeafCore implements EngineHost, FollowerHost, ReportSource {
+  readonly #ctx: DurableObjectState;
+  readonly #env: Record<string, unknown>;
+  readonly #limits: Limits;
+  readonly room: string;
+  readonly index: number;
+  readonly #counters = new RoomCounters(MEMORY_ONLY);
+  readonly engine: SocketEngine;
+  readonly #reports: LeafReports;
+  readonly #follower: RoomFollower;
+  readonly #instanceStartedAt = Date.now();
+  /** The socket whose attachment carries the leaf's mark. */
+  #markHolder: SocketState | null = null;
+
+  constructor(ctx: DurableObjectState, env: Record<string, unknown>) {
+    this.#ctx = ctx;
+    this.#env = env;
+    const limits = readLimits(env);
+    this.#limits = limits;
+    // A leaf's name says which room and index it is: `<room>/<index>`. The runtime leaves an
+    // instance that its alarm starts after a restart without a name (workerd 2026-04-26); such
+    // an instance holds no sockets (they did not survive the restart) and ends itself (`nameless`).
+    const address = parseLeafName(ctx.id.name ?? "");
+    if (!address && ctx.id.name !== undefined) logEvent("error", { where: "leaf", problem: "a leaf must be addressed as <room>/<index>", name: ctx.id.name });
+    this.room = address?.room ?? "";
+    this.index = address?.index ?? -1;
+    this.engine = new SocketEngine(ctx, limits, this.#counters, this);
+    this.#reports = new LeafReports(this.#counters, this);
+    this.#follower = new RoomFollower(
+      this.room,
+      this.engine,
+      this.#counters,
+      { maxMessages: limits.HISTORY_MAX_MESSAGES, batch: { maxBytes: limits.BATCH_MAX_BYTES, maxEvents: limits.BATCH_MAX_EVENTS } },
+      this,
+      {
+        // The room's count comes from the root; a member that just arrived here counts before the root has heard of it.
+        roomCount: () => Math.max(this.#follower.roomMembers, this.#reports.members),
+        countsOnly: () => true,
+        memberChanged: (id, view) => this.#reports.memberChanged(id, view),
+      },
+    );
+    this.#restore();
+  }
+
+  // -------------------------------------------------------------------------
+  // Sockets, from the edge
+  // -------------------------------------------------------------------------
+
+  /** Whether this instance does not know which leaf it is (see the constructor). */
+  get nameless(): boolean {
+    return this.index < 0;
+  }
+
+  /**
+   * Ends a nameless instance, so that the next call, which names the leaf, starts it afresh;
+   * its alarm goes first, or it would start it nameless again.
+   */
+  async end(): Promise<void> {
+    await this.#ctx.storage.deleteAlarm();
+    this.#ctx.abort("a leaf instance without its name ends itself");
+  }
+
+  /** An upgrade the edge placed on this leaf (validated there). */
+  async upgrade(request: Request): Promise<Response> {
+    if (this.engine.size >= this.#limits.MAX_SOCKETS_PER_ROOM) {
+      // The edge asks the root again, telling it this leaf is full.
+      return Response.json(
+        { error: "room_full", message: "this leaf is full" },
+        { status: 503, headers: { [LEAF_FULL_HEADER]: `${this.index}:${this.engine.size}`, "Retry-After": "1" } },
+      );
+    }
+    await this.#follower.ensureKnown();
+    const attachment: LeafAttachment = attachmentFromEdge(request.headers, Date.now());
+    attachment.mark = { seq: this.#follower.ring.seq, epoch: this.#follower.epoch };
+    const answer = await this.engine.accept(this.#follower.stream, {
+      attachment,
+      resume: resumePointOf(new URL(request.url).searchParams),
+      epoch: this.#follower.epoch,
+    });
+    this.#reports.soon();
+    return answer;
+  }
+
+  /** Before a socket's frame: an ack is checked against the socket's cursor, so the cursor must be where the socket is. */
+  async beforeFrame(socket: SocketState): Promise<boolean> {
+    try {
+      await this.#follower.ensureKnown();
+      return true;
+    } catch (error) {
+      logEvent("error", { room: this.room, leaf: this.index, where: "leaf_sync", error: String(error) });
+      this.engine.delivery.close(socket.ws, CloseCode.INTERNAL_ERROR, "internal error");
+      return false;
+    }
+  }
+
+  // -------------------------------------------------------------------------
+  // From the root
+  // -------------------------------------------------------------------------
+
+  open(start: LeafStart): Promise<void> {
+    return this.#follower.open(start);
+  }
+
+  async push(batch: LeafBatch): Promise<LeafReport> {
+    if (await this.#follower.push(batch)) this.engine.presence(this.#follower.stream).countChanged();
+    return this.#reports.take(batch.full);
+  }
+
+  /** The root retires this leaf: it forgets where the room stands, unless a socket arrived since its last report. */
+  retire(): boolean {
+    if (this.engine.size > 0) return false;
+    this.#follower.forget();
+    this.#reports.clear();
+    return true;
+  }
+
+  snapshot(): LeafSnapshot {
+    const window = this.engine.delivery.windowFigures();
+    const ring = this.#follower.ring.size;
+    return {
+      index: this.index,
+      connections: this.engine.size,
+      members: this.#reports.members,
+      behind: this.engine.delivery.behind,
+      seq: this.#follower.ring.seq,
+      windowBytesInFlight: window.inFlight,
+      windowBytesMax: window.max,
+      ringMessages: ring.messages,
+      ringBytes: ring.bytes,
+      instanceStartedAt: this.#instanceStartedAt,
+      counters: this.#counters.snapshot(),
+      unreported: this.#counters.unreported(),
+    };
+  }
+
+  abort(): void {
+    this.#ctx.abort("leaf aborted on request");
+  }
+
+  // -------------------------------------------------------------------------
+  // The engine's host
+  // -------------------------------------------------------------------------
+
+  name(): string {
+    return this.room;
+  }
+
+  get hooks(): FrameHooks {
+    return NO_FRAME_HOOKS;
+  }
+
+  /** A socket here publishes: the root runs beforePublish, if its class has one, and may refuse. */
+  async publishFrom(_cursor: Cursor, dataJson: string): Promise<PublishOutcome> {
+    return (await this.root().publish(dataJson, { source: "leaf" })) as PublishOutcome;
+  }
+
+  occupancyChanged(): void {}
+
+  left(socket: SocketState): void {
+    // The mark moves to another socket before this one's attachment is gone.
+    if (socket === this.#markHolder) {
+      this.#markHolder = null;
+      this.moved();
+    }
+    this.#reports.soon();
+  }
+
+  heartbeat(): void {
+    this.#reports.soon();
+  }
+
+  otherSockets(): number {
+    return 0;
+  }
+
+  /** A leaf stores nothing: without sockets it has no work on its alarm. */
+  idleAlarmAt(): null {
+    return null;
+  }
+
+  async onIdleAlarm(): Promise<void> {}
+
+  // -------------------------------------------------------------------------
+  // The follower's host and the reports' source
+  // -------------------------------------------------------------------------
+
+  root(): DurableObjectStub<Room> {
+    const namespace = this.#env.ROOMS as DurableObjectNamespace<Room>;
+    return namespace.get(namespace.idFromName(this.room));
+  }
+
+  /** Writes where the leaf stands into the holder socket's attachment (one write per push, however many sockets). */
+  moved(): void {
+    if (!this.#follower?.known) return;
+    let holder = this.#markHolder !== null && this.engine.delivery.get(this.#markHolder.ws) === this.#markHolder ? this.#markHolder : null;
+    // The holder left without the hook running (it cannot): start over with the first socket.
+    holder ??= this.engine.delivery.sockets().next().value ?? null;
+    this.#markHolder = holder;
+    if (!holder) return;
+    (holder.attachment as LeafAttachment).mark = { seq: this.#follower.ring.seq, epoch: this.#follower.epoch };
+    try {
+      holder.ws.serializeAttachment(holder.attachment);
+    } catch {
+      // Closing meanwhile: its leave moves the mark on.
+    }
+  }
+
+  seq(): number {
+    return this.#follower.ring.seq;
+  }
+
+  connections(): number {
+    return this.engine.size;
+  }
+
+  behind(): number {
+    return this.engine.delivery.behind;
+  }
+
+  ready(): boolean {
+    return this.#follower.known;
+  }
+
+  roomMembers(count: number): void {
+    if (count === this.#follower.roomMembers) return;
+    this.#follower.roomMembers = count;
+    this.engine.presence(this.#follower.stream).countChanged();
+  }
+
+  // -------------------------------------------------------------------------
+
+  /** Sockets that were here when the leaf woke: level where the leaf last wrote it stood. */
+  #restore(): void {
+    let mark: { seq: number; epoch: string } | null = null;
+    this.engine.restore((attachment) => {
+      const leafMark = (attachment as LeafAttachment).mark;
+      if (leafMark && (mark === null || leafMark.seq > mark.seq)) mark = leafMark;
+      return { stream: this.#follower.stream, seq: 0 };
+    });
+    // Without a mark (no socket holds one) the root says where the leaf is, on first use.
+    const found = mark as { seq: number; epoch: string } | null;
+    if (found) this.#follower.restart({ epoch: found.epoch, seq: found.seq, members: this.#reports.members }, false);
+  }
+}

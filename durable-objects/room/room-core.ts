@@ -1,0 +1,486 @@
+import { CloseCode, resumePointOf, type ErrorBody, type PresencePage, type RoomCounterValues, type RoomStats, type RootRequests } from "../../protocol";
+import { LEAF_FULL_HEADER, REFUSAL_CLOSE_HEADER } from "../../common/edge-requests";
+import { logEvent } from "../../common/log";
+import { readLimits, type Limits } from "../../common/settings";
+import { utf8Length } from "../../common/utf8";
+import { registrationFor, type RoomRegistration } from "../coordinator/registration";
+import { attachmentFromEdge, type SocketAttachment } from "../engine/attachment";
+import { RoomCounters, type StoredCounters } from "../engine/counters";
+import type { Cursor } from "../engine/cursor";
+import type { LeaveCause } from "../engine/delivery";
+import type { Message } from "../engine/message";
+import type { PublishOutcome, PublishResult } from "../engine/publish-outcome";
+import { SocketEngine, type EngineHost } from "../engine/socket-engine";
+import type { SocketState } from "../engine/socket-state";
+import type { Stream } from "../engine/stream";
+import type { RoomLeaf } from "../leaf/leaf";
+import type { LeafHistory, LeafMember, LeafReport, LeafStart, LostRange } from "../leaf/rpc";
+import { deepFreeze } from "./connection-data";
+import { memberView } from "./connection";
+import { History } from "./history";
+import { HookRunner, type ConnectOutcome, type RoomHookSet } from "./hook-runner";
+import type { Connection, JsonObject } from "./hooks";
+import { IdempotencyKeys } from "./idempotency-keys";
+import { historyMessages, Leaves, type LeavesHost } from "./leaves";
+import { MetaStore } from "./meta-store";
+import { Publishing, type FlushListener, type PublishOptions } from "./publishing";
+import { RoomMembers } from "./room-members";
+import { roomStats } from "./room-stats";
+import { StorageReclaim, type ReclaimHost } from "./storage-reclaim";
+
+/** Largest answer to one leaf's history request. */
+const LEAF_HISTORY_MAX_BYTES = 4 * 1024 * 1024;
+const COUNTERS_KEY = "counters";
+const LEAVES_KEY = "leaves";
+const NAME_KEY = "name";
+
+/** How a refused connect is answered: close code, or (with X-Refusal: http) status and error code. */
+const CONNECT_REFUSALS: Readonly<Record<Extract<ConnectOutcome, { ok: false }>["code"], { close: number; status: 401 | 403 | 500 | 503; error: ErrorBody["error"] }>> = {
+  forbidden: { close: CloseCode.FORBIDDEN, status: 403, error: "forbidden" },
+  unauthorized: { close: CloseCode.UNAUTHORIZED, status: 401, error: "unauthorized" },
+  try_again_later: { close: CloseCode.TRY_AGAIN_LATER, status: 503, error: "room_full" },
+  internal: { close: CloseCode.INTERNAL_ERROR, status: 500, error: "internal" },
+};
+
+/**
+ * A room's parts and the one object they all talk to. The room's storage
+ * (MetaStore, History, IdempotencyKeys), its counters, the socket engine with
+ * the room's one stream, the publish path, the hooks, the leaves of a sharded
+ * room and the room's registration all hang here; each part reaches the
+ * others through this object's methods (it is the engine's host, the flush's
+ * listener, the leaves' host and the reclaim's host), never through closures
+ * captured while the room was being built.
+ */
+export class RoomCore<Data extends object = JsonObject> implements EngineHost, FlushListener, LeavesHost, ReclaimHost {
+  readonly #ctx: DurableObjectState;
+  readonly #env: Record<string, unknown>;
+  readonly limits: Limits;
+  readonly #room: string;
+  readonly #meta: MetaStore;
+  readonly #history: History;
+  readonly #keys: IdempotencyKeys;
+  readonly counters: RoomCounters;
+  readonly #registration: RoomRegistration;
+  readonly engine: SocketEngine;
+  readonly #stream: Stream;
+  readonly #runner: HookRunner<Data>;
+  readonly #publishing: Publishing;
+  readonly #members: RoomMembers;
+  readonly #leaves: Leaves;
+  readonly #reclaim: StorageReclaim;
+  readonly #instanceStartedAt = Date.now();
+  /** Whether this instance has told the directory that the room holds storage. */
+  #listed = false;
+  /** Whether the room (its own sockets and its leaves') was last reported as having sockets. */
+  #occupied = false;
+  /** Requests this instance received, by kind: what a sharded room's root is asked (GET /rooms/{room}). */
+  readonly requests: RootRequests = { upgrades: 0, placements: 0, publishes: 0, leafSyncs: 0, leafReports: 0, leafFetches: 0, reads: 0 };
+
+  constructor(ctx: DurableObjectState, env: Record<string, unknown>, hookSet: RoomHookSet<Data>) {
+    this.#ctx = ctx;
+    this.#env = env;
+    const limits = readLimits(env);
+    this.limits = limits;
+    const sql = ctx.storage.sql;
+    this.#meta = new MetaStore(sql);
+    // Every room is addressed by its name, and the runtime gives a named object its name, except
+    // one that its alarm starts after a restart (workerd 2026-04-26): that one has the name the
+    // room stored with its first write.
+    this.#room = ctx.id.name ?? this.#meta.get(NAME_KEY) ?? "";
+    if (this.#room === "") logEvent("error", { where: "room", problem: "the object has no name: rooms must be addressed with idFromName" });
+    this.#history = new History(ctx.storage, this.#meta, { maxMessages: limits.HISTORY_MAX_MESSAGES, maxAgeMs: limits.HISTORY_MAX_AGE_SECONDS * 1000 });
+    this.#keys = new IdempotencyKeys(sql, limits.HISTORY_MAX_AGE_SECONDS * 1000);
+    const meta = this.#meta;
+    this.counters = new RoomCounters({
+      load: () => {
+        const stored = meta.get(COUNTERS_KEY);
+        return stored ? (JSON.parse(stored) as StoredCounters) : null;
+      },
+      save: (stored) => meta.set(COUNTERS_KEY, JSON.stringify(stored)),
+    });
+    this.#registration = registrationFor(env, ctx, this.counters);
+    this.engine = new SocketEngine(ctx, limits, this.counters, this);
+    const delivery = this.engine.delivery;
+    this.#runner = new HookRunner<Data>(
+      hookSet,
+      { delivery, roomName: () => this.#room, maxEventBytes: limits.MAX_MESSAGE_BYTES },
+      { maxMessageBytes: limits.MAX_MESSAGE_BYTES, count: (reason) => this.counters.refused(reason) },
+    );
+    this.#stream = this.engine.openStream(this.#room, this.#history, {
+      // Sharded: events carry the room's count over every object, and are counts only.
+      roomCount: () => (this.#leaves.sharded ? this.#members.count : null),
+      countsOnly: () => this.#leaves.sharded,
+      memberChanged: (id, view) => this.#members.setLocal(id, view),
+    });
+    this.#members = new RoomMembers(() => this.#membersChanged());
+    this.#leaves = new Leaves(
+      {
+        // Connection hooks run where the sockets are, in this object: a room that has them keeps
+        // every socket here (up to MAX_SOCKETS_PER_ROOM) rather than on leaves (docs/hooks.md).
+        // So does a room of a worker that binds no LEAVES namespace.
+        shardSockets: hookSet.onConnect || hookSet.onClientFrame || hookSet.onClose || !isNamespace(env.LEAVES) ? 0 : limits.ROOM_SHARD_SOCKETS,
+        maxLeaves: limits.ROOM_MAX_LEAVES,
+        maxSocketsPerObject: limits.MAX_SOCKETS_PER_ROOM,
+        countIntervalMs: limits.PRESENCE_COUNT_INTERVAL_MS,
+        retireAfterMs: limits.ROOM_LEAF_RETIRE_MS,
+      },
+      this,
+      this.#meta.get(LEAVES_KEY),
+      this.#history.seq,
+    );
+    this.#publishing = new Publishing({ history: this.#history, keys: this.#keys }, delivery, this.#stream, this.counters, limits, this);
+    this.#reclaim = new StorageReclaim(this, limits.HISTORY_MAX_AGE_SECONDS * 1000);
+    // A room only hibernates once every cursor was level, so its sockets rejoin level.
+    this.engine.restore((attachment) => {
+      if (attachment.data) deepFreeze(attachment.data);
+      return { stream: this.#stream, seq: this.#stream.flushedSeq };
+    });
+    // Leaves found in the directory: each is asked for its sockets and members.
+    this.#leaves.wake();
+  }
+
+  get room(): string {
+    return this.#room;
+  }
+
+  get hooks(): HookRunner<Data> {
+    return this.#runner;
+  }
+
+  /** Every socket of the room on this object, as hook connections. */
+  *connections(): IterableIterator<Connection<Data>> {
+    for (const socket of this.engine.delivery.sockets()) yield this.#runner.connection(socket);
+  }
+
+  // -------------------------------------------------------------------------
+  // Upgrades and publishes
+  // -------------------------------------------------------------------------
+
+  /** A WebSocket upgrade the edge forwarded (already validated there): a socket here, a placement on the leaves, or a refusal. */
+  async upgrade(request: Request): Promise<Response> {
+    await this.#list();
+    // Past ROOM_SHARD_SOCKETS of its own, the room hands the edge a placement on its leaves.
+    const placement = await this.#leaves.place(this.engine.size, request.headers.get(LEAF_FULL_HEADER));
+    if (placement) {
+      this.requests.placements += 1;
+      return placement;
+    }
+    this.requests.upgrades += 1;
+    if (this.engine.size >= this.limits.MAX_SOCKETS_PER_ROOM) return this.#roomFull();
+    const attachment = attachmentFromEdge(request.headers, Date.now());
+    if (this.#runner.admitsSockets) {
+      const refused = await this.#admit(request, attachment);
+      if (refused) return refused;
+      if (this.engine.size >= this.limits.MAX_SOCKETS_PER_ROOM) return this.#roomFull();
+    }
+    return this.engine.accept(this.#stream, {
+      attachment,
+      resume: resumePointOf(new URL(request.url).searchParams),
+      epoch: this.#history.issueEpoch(),
+    });
+  }
+
+  /** Publishes one message (RPC from the worker, a coordinator shard, or a leaf), through beforePublish when the room has it. */
+  async publish(dataJson: string, options: PublishOptions): Promise<PublishOutcome> {
+    this.requests.publishes += 1;
+    await this.#list();
+    if (!this.#runner.checksPublishes) return this.#publishing.publish(dataJson, options);
+    const key = options.idempotencyKey;
+    const seen = key === undefined ? null : this.#publishing.duplicateOf(key);
+    if (seen !== null) return { seq: seen, recipients: 0, duplicate: true };
+    const checked = await this.#runner.checkPublish(dataJson, undefined, { kind: options.source ?? "http" });
+    if (!checked.ok) return { refused: checked.refusal };
+    return this.#publishing.publish(checked.dataJson, options);
+  }
+
+  /** A message of the room's own (a hook's `publishMessage`): it does not pass beforePublish. */
+  async publishOwn(data: unknown): Promise<PublishResult> {
+    const dataJson = JSON.stringify(data) as string | undefined;
+    if (dataJson === undefined) throw new TypeError("a message must be a JSON value");
+    const bytes = utf8Length(dataJson);
+    if (bytes > this.limits.MAX_MESSAGE_BYTES) throw new RangeError(`message is ${bytes} bytes as JSON, over ${this.limits.MAX_MESSAGE_BYTES}`);
+    await this.#list();
+    return this.#publishing.publish(dataJson);
+  }
+
+  // -------------------------------------------------------------------------
+  // Leaves (RPC from the room's leaf objects; docs/sharded-rooms.md)
+  // -------------------------------------------------------------------------
+
+  leafSync(index: number): LeafStart {
+    this.requests.leafSyncs += 1;
+    return this.#leaves.sync(index);
+  }
+
+  leafReport(index: number, report: LeafReport): number {
+    this.requests.leafReports += 1;
+    return this.#leaves.report(index, report);
+  }
+
+  leafHistory(from: number, budget: number): LeafHistory {
+    this.requests.leafFetches += 1;
+    return this.#leaves.history(from, Math.min(budget, LEAF_HISTORY_MAX_BYTES));
+  }
+
+  abortLeaf(index: number): Promise<boolean> {
+    return this.#leaves.abortLeaf(index);
+  }
+
+  // -------------------------------------------------------------------------
+  // Operations
+  // -------------------------------------------------------------------------
+
+  async shutdown(code: number, reason: string): Promise<number> {
+    this.counters.persistNow();
+    return this.engine.shutdown(code, reason) + (await this.#leaves.shutdown(code, reason));
+  }
+
+  presencePage(limit: number, cursor: string | null): PresencePage {
+    this.requests.reads += 1;
+    if (this.#leaves.sharded) return this.#members.page(limit, cursor, this.#connections());
+    return this.engine.presence(this.#stream).page(limit, cursor, this.engine.size);
+  }
+
+  async stats(): Promise<RoomStats> {
+    this.requests.reads += 1;
+    const window = this.engine.delivery.windowFigures();
+    const own: RoomStats = {
+      room: this.#room,
+      epoch: this.#history.epoch,
+      connections: this.engine.size,
+      members: this.engine.presence(this.#stream).count,
+      seq: this.#history.seq,
+      historyOldest: this.#history.oldest(),
+      behind: this.engine.delivery.behind,
+      ...this.counters.snapshot(),
+      windowBytesInFlight: window.inFlight,
+      windowBytesMax: window.max,
+      windowCap: this.limits.WINDOW_BYTES,
+      instanceStartedAt: this.#instanceStartedAt,
+    };
+    if (!this.#leaves.sharded) return own;
+    return roomStats(own, await this.#leaves.snapshot(), { ...this.requests }, this.#leaves.pushes);
+  }
+
+  // -------------------------------------------------------------------------
+  // The engine's host
+  // -------------------------------------------------------------------------
+
+  name(): string {
+    return this.#room;
+  }
+
+  /** A socket of this room publishes (beforePublish already ran in the client-frame path). */
+  publishFrom(_cursor: Cursor, dataJson: string): Promise<PublishOutcome> {
+    return this.#publishing.publish(dataJson);
+  }
+
+  occupancyChanged(): void {
+    const connections = this.#connections();
+    const occupied = connections > 0;
+    if (occupied === this.#occupied) return;
+    this.#occupied = occupied;
+    this.#registration.occupancyChanged(this.#room, connections, this.#memberCount());
+    if (!occupied) this.#background(this.engine.sweeper.ensureAlarm());
+  }
+
+  left(socket: SocketState, cause: LeaveCause): void {
+    if (this.#runner.watchesCloses) this.#background(this.#runner.closed(socket, cause));
+  }
+
+  heartbeat(): void {
+    this.#registration.heartbeat(this.#room, this.#connections(), this.#memberCount());
+  }
+
+  otherSockets(): number {
+    return this.#leaves.connections;
+  }
+
+  idleAlarmAt(now: number): number | null {
+    return this.#reclaim.alarmAt(now);
+  }
+
+  onIdleAlarm(now: number): Promise<void> {
+    return this.#reclaim.onAlarm(now);
+  }
+
+  // -------------------------------------------------------------------------
+  // The flush's listener
+  // -------------------------------------------------------------------------
+
+  flushed(messages: readonly Message[]): number {
+    return this.#leaves.push(messages);
+  }
+
+  afterFlush(now: number): void {
+    this.engine.sweeper.maybeSweep(now);
+    // A room published into with nobody listening still needs its alarm, to give its storage back later.
+    if (this.engine.size === 0) this.#background(this.engine.sweeper.ensureAlarm());
+  }
+
+  // -------------------------------------------------------------------------
+  // The leaves' host
+  // -------------------------------------------------------------------------
+
+  roomName(): string {
+    return this.#room;
+  }
+
+  namespace(): DurableObjectNamespace<RoomLeaf> | null {
+    return (this.#env.LEAVES as DurableObjectNamespace<RoomLeaf> | undefined) ?? null;
+  }
+
+  epoch(): string {
+    return this.#history.issueEpoch();
+  }
+
+  latest(): number {
+    return this.#stream.flushedSeq;
+  }
+
+  members(): number {
+    return this.#memberCount();
+  }
+
+  read(from: number, budget: number): { messages: Message[]; lost: LostRange | null } {
+    const read = historyMessages(this.#history, from, budget, this.#stream.flushedSeq);
+    this.counters.rowsRead(read.rowsRead);
+    return read;
+  }
+
+  saveDirectory(indices: readonly number[]): void {
+    this.#meta.set(LEAVES_KEY, JSON.stringify(indices));
+  }
+
+  connectionsChanged(): void {
+    this.occupancyChanged();
+  }
+
+  membersReported(index: number, members: readonly LeafMember[], full: boolean): void {
+    if (full) this.#members.replaceLeaf(index, members);
+    else this.#members.setLeaf(index, members);
+  }
+
+  leafDropped(index: number): void {
+    this.#members.dropLeaf(index);
+  }
+
+  countersReported(delta: RoomCounterValues): void {
+    this.counters.add(delta);
+  }
+
+  shardedChanged(): void {
+    this.engine.presence(this.#stream).resync();
+  }
+
+  // -------------------------------------------------------------------------
+  // The reclaim's host
+  // -------------------------------------------------------------------------
+
+  storageExists(): boolean {
+    return this.#history.exists || this.#meta.exists || this.#keys.exists;
+  }
+
+  latestTs(): number {
+    return this.#history.latestTs;
+  }
+
+  newestKeyTs(): number {
+    return this.#keys.newestTs();
+  }
+
+  quiet(): boolean {
+    // Leaves are retired before the room's storage goes (their directory is in it).
+    return this.counters.unreported() === null && this.#leaves.size === 0;
+  }
+
+  reportEmpty(): void {
+    this.#registration.occupancyChanged(this.#room, 0, this.#memberCount());
+  }
+
+  async reclaim(): Promise<void> {
+    await this.#ctx.storage.deleteAlarm();
+    await this.#ctx.storage.deleteAll();
+    this.engine.sweeper.forgetAlarm();
+    this.#meta.reset();
+    this.#history.reset();
+    this.#keys.reset();
+    this.counters.reset();
+    this.#stream.reset();
+    this.#publishing.reset();
+    this.#listed = false;
+    await this.#registration.storage(this.#room, false);
+  }
+
+  // -------------------------------------------------------------------------
+
+  /** Asks onConnect about a socket; null admits it (with `attachment` completed), a Response refuses it. */
+  async #admit(request: Request, attachment: SocketAttachment): Promise<Response | null> {
+    const outcome = await this.#runner.connect({
+      id: attachment.id,
+      room: this.#room,
+      member: memberView(attachment.member),
+      canPublish: attachment.canPublish,
+      request,
+    });
+    if (outcome.ok) {
+      if (outcome.data !== undefined) attachment.data = outcome.data;
+      if (outcome.canPublish === false) attachment.canPublish = false;
+      return null;
+    }
+    // The edge turns this into a socket closed with the code, or passes it on to a client that asked for X-Refusal: http.
+    const answer = CONNECT_REFUSALS[outcome.code];
+    if (outcome.code !== "internal") logEvent("refusal", { room: this.#room, reason: "connect_refused", code: outcome.code, close: answer.close });
+    const body: ErrorBody = { error: answer.error, message: outcome.message };
+    const headers: Record<string, string> = { [REFUSAL_CLOSE_HEADER]: String(answer.close) };
+    if (answer.status === 503) headers["Retry-After"] = "5";
+    return Response.json(body, { status: answer.status, headers });
+  }
+
+  #roomFull(): Response {
+    logEvent("refusal", { room: this.#room, reason: "room_full", connections: this.engine.size });
+    this.counters.refused("room_full");
+    return Response.json(
+      { error: "room_full", message: `the room holds its maximum of ${this.limits.MAX_SOCKETS_PER_ROOM} sockets` },
+      { status: 503, headers: { "Retry-After": "10" } },
+    );
+  }
+
+  /** Sockets of the room: its own and its leaves'. */
+  #connections(): number {
+    return this.engine.size + this.#leaves.connections;
+  }
+
+  /** Members of the room, over every object of it. */
+  #memberCount(): number {
+    return this.engine.presence(this.#stream).count;
+  }
+
+  #membersChanged(): void {
+    this.#leaves.membersChanged();
+    if (this.#leaves.sharded) this.engine.presence(this.#stream).countChanged();
+  }
+
+  /**
+   * Before this instance writes: the directory learns that the room holds
+   * storage, so the worker will show it to those who look (it shows nothing
+   * for rooms it does not know, to create nothing). Once per instance, which
+   * also heals a report that was lost.
+   */
+  async #list(): Promise<void> {
+    if (this.#listed) return;
+    this.#listed = true;
+    // Kept for an instance its alarm starts without a name (constructor); read once per instance.
+    if (this.#room !== "" && this.#meta.get(NAME_KEY) !== this.#room) this.#meta.set(NAME_KEY, this.#room);
+    await this.#registration.storage(this.#room, true);
+  }
+
+  /** Work that must not hold up the caller, and whose failure is logged rather than thrown. */
+  #background(work: Promise<unknown>): void {
+    this.#ctx.waitUntil(work.catch((error: unknown) => logEvent("error", { room: this.#room, where: "background", error: String(error) })));
+  }
+}
+
+function isNamespace(value: unknown): value is DurableObjectNamespace {
+  return typeof (value as DurableObjectNamespace | undefined)?.idFromName === "function";
+}
