@@ -10,6 +10,7 @@ import {
   RoomStateEvent,
   type ConnectionState,
   type RoomClientEventMap,
+  type StateCause,
 } from "./events.js";
 import { Outbox } from "./outbox.js";
 import {
@@ -83,8 +84,6 @@ export class RoomClient<T = unknown, I = unknown> extends RoomEventTarget<RoomCl
   #stream: OrderedStream;
   #outbox: Outbox;
   readonly #presence = new PresenceView<I>();
-  /** Set by `close()`: the application ended the client, not the room. */
-  #closing = false;
 
   /**
    * Opens the room right away.
@@ -118,7 +117,7 @@ export class RoomClient<T = unknown, I = unknown> extends RoomEventTarget<RoomCl
         url: () => this.#stream.resumeUrl(this.url),
         frame: (text) => this.#onFrame(text),
         error: (code, message) => this.#emitError(code, message),
-        state: (next, previous, code, reason) => this.#onState(next, previous, code, reason),
+        state: (next, previous, cause, code, reason) => this.#onState(next, previous, cause, code, reason),
         ended: () => {
           this.#stream.reset();
           this.#outbox.connectionEnded();
@@ -182,17 +181,16 @@ export class RoomClient<T = unknown, I = unknown> extends RoomEventTarget<RoomCl
   /** Closes the connection for good; no reconnect follows. */
   close(code: number = CloseCode.NORMAL, reason = ""): void {
     if (this.state === "closed") return;
-    this.#closing = true;
     this.#connection.close(code, reason);
   }
 
   // -------------------------------------------------------------------------
 
-  #onState(next: ConnectionState, previous: ConnectionState, code?: number, reason?: string): void {
+  #onState(next: ConnectionState, previous: ConnectionState, cause: StateCause, code?: number, reason?: string): void {
     if (next === "closed") {
-      this.#outbox.close(this.#closing ? "the client was closed" : `the room closed the connection (${code})`);
+      this.#outbox.close(cause === "client_closed" ? "the client was closed" : `the room closed the connection (${code})`);
     }
-    this.dispatchEvent(new RoomStateEvent(next, previous, code, reason));
+    this.dispatchEvent(new RoomStateEvent(next, previous, cause, code, reason));
     // A state listener may have closed the client already.
     if (next === "open" && this.state === "open") this.#outbox.pump();
   }
@@ -256,7 +254,7 @@ export class RoomClient<T = unknown, I = unknown> extends RoomEventTarget<RoomCl
         return;
       case "gap":
         this.#emitError("bad_frame", `expected seq ${expected}, got ${message.seq}`);
-        this.#connection.abandon("out-of-order message");
+        this.#connection.abandon("out_of_order");
         return;
     }
   }

@@ -14,6 +14,7 @@ export {
   RoomStateEvent,
   type ConnectionState,
   type RoomClientEventMap,
+  type StateCause,
 } from "./events.js";
 export type { RoomMember, RoomPresence } from "./presence.js";
 export type { RoomEventBase, RoomListener, RoomListenerOptions, TypedEventTarget } from "./typed-target.js";

@@ -101,6 +101,11 @@ describe("token functions", () => {
     server.publish("c");
     await waitFor(() => rec.seqs.length === 3, "the third message");
     expect(rec.seqs).toEqual([1, 2, 3]);
+    expect(rec.states.map((s) => [s.state, s.cause, s.code, s.reason])).toEqual([
+      ["open", "welcome", undefined, undefined],
+      ["reconnecting", "server_closed", 1012, "restart"],
+      ["open", "welcome", undefined, undefined],
+    ]);
   });
 
   it("after 4001 gets a new token and reconnects; stops at the third 4001 in a row without a welcome", async () => {
@@ -116,14 +121,14 @@ describe("token functions", () => {
     await server.waitFor(() => server.connections.length === 3 && server.connections[2]!.welcomed, "two attempts after the 4001");
     await waitFor(() => client.state === "open", "the client to open again");
     expect(server.connections[2]!.url.searchParams.get("since")).toBe("1");
-    expect(rec.states.filter((s) => s.code === 4001).map((s) => s.state)).toEqual(["reconnecting"]);
+    expect(rec.states.filter((s) => s.code === 4001).map((s) => [s.state, s.cause])).toEqual([["reconnecting", "auth_refused"]]);
 
     // Now three refusals in a row: closed for good.
     server.connections[2]!.close(4001, "token expired");
     await waitFor(() => client.state === "closed", "the client to stop");
     expect(server.connections).toHaveLength(5);
     expect(calls).toBe(5);
-    expect(rec.states.at(-1)).toMatchObject({ state: "closed", code: 4001 });
+    expect(rec.states.at(-1)).toMatchObject({ state: "closed", cause: "auth_refused", code: 4001, reason: "the token has expired" });
     await sleep(200);
     expect(server.connections).toHaveLength(5);
   });
@@ -135,8 +140,8 @@ describe("token functions", () => {
     await waitFor(() => fixed.client.state === "closed" && refreshing.client.state === "closed", "both clients to stop");
     await sleep(200);
     expect(server.connections.map((c) => c.url.searchParams.get("token")).sort()).toEqual(["fixed", "fresh"]);
-    expect(fixed.rec.states.at(-1)).toMatchObject({ state: "closed", code: 4001 });
-    expect(refreshing.rec.states.at(-1)).toMatchObject({ state: "closed", code: 4003, reason: "the token does not open this room" });
+    expect(fixed.rec.states.at(-1)).toMatchObject({ state: "closed", cause: "auth_refused", code: 4001 });
+    expect(refreshing.rec.states.at(-1)).toMatchObject({ state: "closed", cause: "auth_refused", code: 4003, reason: "the token does not open this room" });
   });
 
   it("retries with backoff when the token function fails, and treats a hung one as a failed attempt", async () => {
@@ -153,7 +158,12 @@ describe("token functions", () => {
     });
     await waitFor(() => client.state === "open", "the client to open", 5000);
     expect(calls).toBe(3);
-    expect(rec.errors[0]).toBe("token: token endpoint down");
+    expect(rec.errors).toEqual(["token: token endpoint down", "token: the token function did not answer within connectTimeoutMs"]);
+    // One state change: the later failure happened while already reconnecting.
+    expect(rec.states.map((s) => [s.state, s.cause])).toEqual([
+      ["reconnecting", "token_failed"],
+      ["open", "welcome"],
+    ]);
     expect(server.connections).toHaveLength(1);
     expect(server.connections[0]!.url.searchParams.get("token")).toBe("ok");
   });
@@ -172,6 +182,7 @@ describe("ordering and liveness", () => {
     await waitFor(() => rec.seqs.length === 3, "the rest");
     expect(rec.seqs).toEqual([1, 2, 3]);
     expect(rec.errors).toContain("bad_frame: expected seq 2, got 3");
+    expect(rec.states.map((s) => s.cause)).toEqual(["welcome", "out_of_order", "welcome"]);
   });
 
   it("gives up on a connection that is never welcomed, and on one whose pings go unanswered", async () => {
@@ -179,7 +190,10 @@ describe("ordering and liveness", () => {
     const a = open(silent, { connectTimeoutMs: 300 });
     await waitFor(() => a.client.state === "open", "a to open on its second attempt", 5000);
     expect(silent.connections).toHaveLength(2);
-    expect(a.rec.states.map((s) => s.state)).toEqual(["reconnecting", "open"]);
+    expect(a.rec.states.map((s) => [s.state, s.cause])).toEqual([
+      ["reconnecting", "no_welcome"],
+      ["open", "welcome"],
+    ]);
 
     const deaf = await fake({ answerPings: false });
     const b = open(deaf, { pingIntervalMs: 150, pongTimeoutMs: 200 });
@@ -188,5 +202,6 @@ describe("ordering and liveness", () => {
     await deaf.waitFor(() => deaf.connections.length >= 2, "b to replace its connection", 5000);
     expect(Date.now() - openedAt).toBeLessThan(150 + 200 + 1000);
     expect(deaf.connections[0]!.received.some((r) => r.text === "ping")).toBe(true);
+    expect(b.rec.states.find((s) => s.state === "reconnecting")?.cause).toBe("no_pong");
   });
 });
