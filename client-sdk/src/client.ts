@@ -77,7 +77,7 @@ export const DEFAULT_ACK_DELAY_MS = 1000;
  * room.addEventListener("presence", () => render([...(room.presence.members?.values() ?? [])]));
  */
 export class RoomClient<T = unknown, I = unknown> extends RoomEventTarget<RoomClientEventMap<T, I>> {
-  /** The room's WebSocket URL, without the resume position (and without a token function's token). */
+  /** The room's WebSocket URL, without the resume position and without the token. */
   readonly url: string;
 
   #connection: Connection;
@@ -89,6 +89,7 @@ export class RoomClient<T = unknown, I = unknown> extends RoomEventTarget<RoomCl
    * Opens the room right away.
    * @param address a room URL, or options naming the host and room.
    * @param options further options when `address` is a URL.
+   * @throws TypeError for an unusable address, or a fixed token that cannot travel where `tokenIn` says.
    */
   constructor(address: string | RoomClientOptions, options: RoomClientOptions = {}) {
     super();
@@ -112,6 +113,7 @@ export class RoomClient<T = unknown, I = unknown> extends RoomEventTarget<RoomCl
         pongTimeoutMs: opts.pongTimeoutMs ?? 10_000,
         connectTimeoutMs: opts.connectTimeoutMs ?? 10_000,
         token: opts.token,
+        tokenIn: opts.tokenIn ?? "subprotocol",
       },
       {
         url: () => this.#stream.resumeUrl(this.url),

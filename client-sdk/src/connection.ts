@@ -1,8 +1,8 @@
 import { backoffDelay, type BackoffOptions } from "./backoff.js";
 import type { ConnectionState, StateCause } from "./events.js";
-import { CloseCode, PING, PONG, shouldReconnect } from "../../protocol/index.js";
+import { CloseCode, PING, PONG, SUBPROTOCOL, TOKEN_SUBPROTOCOL_PREFIX, shouldReconnect } from "../../protocol/index.js";
 import { OPEN, describe, type WebSocketConstructor, type WebSocketLike } from "./transport.js";
-import { withToken, type TokenSource } from "./url.js";
+import { UNFIT_TOKEN, fitsSubprotocol, withToken, type TokenIn, type TokenSource } from "./url.js";
 
 /** How the connection behaves; RoomClient fills in the defaults. */
 export interface ConnectionOptions {
@@ -13,6 +13,7 @@ export interface ConnectionOptions {
   pongTimeoutMs: number;
   connectTimeoutMs: number;
   token: TokenSource | undefined;
+  tokenIn: TokenIn;
 }
 
 /** Why the client itself gives up on a socket; it reconnects after each. */
@@ -20,7 +21,7 @@ export type AbandonCause = Extract<StateCause, "no_welcome" | "no_pong" | "out_o
 
 /** What the connection tells the stream and the client. */
 export interface ConnectionHooks {
-  /** The URL of the next attempt (the room with its resume position), before a token function's token is added. */
+  /** The URL of the next attempt (the room with its resume position), before the token is added. */
   url(): string;
   /** A text frame from the server, other than the heartbeat's answer. */
   frame(text: string): void;
@@ -76,7 +77,12 @@ export class Connection {
 
   #onOnline = (): void => this.#networkChanged();
 
+  /** @throws TypeError for a fixed token that cannot travel where `tokenIn` says (no attempt could succeed). */
   constructor(options: ConnectionOptions, hooks: ConnectionHooks) {
+    const { token } = options;
+    if (options.tokenIn === "subprotocol" && typeof token === "string" && token !== "" && !fitsSubprotocol(token)) {
+      throw new TypeError(UNFIT_TOKEN);
+    }
     this.#options = options;
     this.#hooks = hooks;
   }
@@ -165,7 +171,7 @@ export class Connection {
     this.#connectTimer = setTimeout(() => this.#connectTimedOut(generation), this.#options.connectTimeoutMs);
     const source = this.#options.token;
     if (typeof source !== "function") {
-      this.#open(this.#hooks.url()); // A string token is in the room URL already.
+      this.#open(source || undefined);
       return;
     }
     // Asked in a microtask, so even the first attempt's failure reaches listeners
@@ -186,11 +192,9 @@ export class Connection {
 
   #openWithToken(generation: number, token: unknown): void {
     if (generation !== this.#generation || this.#state === "closed") return; // Abandoned or closed meanwhile.
-    if (typeof token !== "string" || token === "") {
-      this.#tokenFailed(generation, "the token function gave no token");
-      return;
-    }
-    this.#open(withToken(this.#hooks.url(), token));
+    if (typeof token !== "string" || token === "") this.#tokenFailed(generation, "the token function gave no token");
+    else if (this.#options.tokenIn === "subprotocol" && !fitsSubprotocol(token)) this.#tokenFailed(generation, UNFIT_TOKEN);
+    else this.#open(token);
   }
 
   #tokenFailed(generation: number, message: string): void {
@@ -200,11 +204,19 @@ export class Connection {
     this.#scheduleReconnect("token_failed");
   }
 
-  #open(url: string): void {
+  #open(token: string | undefined): void {
     this.#httpRefusal = null;
+    let url = this.#hooks.url();
+    let protocols: string[] | undefined;
+    if (token !== undefined) {
+      // Offered as a subprotocol, the token stays out of the URL and so out of access logs;
+      // the server selects fanout.v1, which a browser requires of an answer to any offer.
+      if (this.#options.tokenIn === "query") url = withToken(url, token);
+      else protocols = [SUBPROTOCOL, TOKEN_SUBPROTOCOL_PREFIX + token];
+    }
     let socket: WebSocketLike;
     try {
-      socket = new this.#options.WebSocket(url);
+      socket = new this.#options.WebSocket(url, protocols);
     } catch (error) {
       this.#hooks.error("transport", describe(error));
       this.#end();

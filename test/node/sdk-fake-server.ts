@@ -5,6 +5,8 @@ import {
   CloseCode,
   PING,
   PONG,
+  SUBPROTOCOL,
+  TOKEN_SUBPROTOCOL_PREFIX,
   parseClientFrame,
   roomSocketPath,
   type AckFrame,
@@ -33,8 +35,8 @@ export interface FakeRoomOptions {
   window?: number;
   /** Announced in the welcome: client frame budget. Default 20/s, burst 60. */
   rate?: WelcomeEvent["rate"];
-  /** Decides each connection by its URL and index (0 = first). Default: welcome all. */
-  admit?: (url: URL, index: number) => Admission;
+  /** Decides each connection by its URL, index (0 = first) and what it offered. Default: welcome all. */
+  admit?: (url: URL, index: number, connection: FakeConnection) => Admission;
   /** Whether `ping` is answered with `pong`. Default true. */
   answerPings?: boolean;
 }
@@ -58,9 +60,17 @@ export class FakeConnection {
 
   constructor(
     readonly ws: WebSocket,
-    /** The request URL: `since`, `epoch` and `token` are in its query. */
+    /** The request URL: `since`, `epoch` and a `?token=` are in its query. */
     readonly url: URL,
+    /** The subprotocols the client offered (`Sec-WebSocket-Protocol`), in order. */
+    readonly protocols: string[],
   ) {}
+
+  /** The token the client presented, in the subprotocol offer (`token.<jwt>`) or in the query. */
+  get token(): string | null {
+    const offered = this.protocols.find((p) => p.startsWith(TOKEN_SUBPROTOCOL_PREFIX));
+    return offered?.slice(TOKEN_SUBPROTOCOL_PREFIX.length) ?? this.url.searchParams.get("token");
+  }
 
   get acks(): Array<AckFrame & { at: number }> {
     return this.received.flatMap((r) => (r.frame?.type === "ack" ? [{ ...r.frame, at: r.at }] : []));
@@ -96,7 +106,8 @@ export class FakeRoomServer {
 
   /** Starts a server on a free port of 127.0.0.1. */
   static async start(options: FakeRoomOptions = {}): Promise<FakeRoomServer> {
-    const wss = new WebSocketServer({ host: "127.0.0.1", port: 0 });
+    // Like the service, it selects fanout.v1 when offered: `ws` and browsers drop an answer that selects nothing from an offer.
+    const wss = new WebSocketServer({ host: "127.0.0.1", port: 0, handleProtocols: (offered) => (offered.has(SUBPROTOCOL) ? SUBPROTOCOL : false) });
     await new Promise<void>((resolve, reject) => {
       wss.once("listening", resolve);
       wss.once("error", reject);
@@ -162,7 +173,8 @@ export class FakeRoomServer {
   }
 
   #accept(ws: WebSocket, request: IncomingMessage): void {
-    const connection = new FakeConnection(ws, new URL(request.url ?? "/", this.host));
+    const offered = (request.headers["sec-websocket-protocol"] ?? "").split(",").map((p) => p.trim()).filter((p) => p !== "");
+    const connection = new FakeConnection(ws, new URL(request.url ?? "/", this.host), offered);
     const index = this.connections.push(connection) - 1;
     ws.on("message", (data, isBinary) => this.#onFrame(connection, isBinary ? "" : data.toString()));
     ws.on("close", (code, reason) => {
@@ -170,7 +182,7 @@ export class FakeRoomServer {
       this.#notify();
     });
     ws.on("error", () => {});
-    const admission = this.#options.admit?.(connection.url, index) ?? "welcome";
+    const admission = this.#options.admit?.(connection.url, index, connection) ?? "welcome";
     if (admission === "welcome") this.#welcome(connection);
     else if (admission !== "silent") connection.close(admission.close, admission.reason);
     this.#notify();

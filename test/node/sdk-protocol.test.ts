@@ -95,7 +95,12 @@ describe("token functions", () => {
     server.connections[0]!.close(1012, "restart");
     await server.waitFor(() => server.open.length === 1 && server.connections.length === 2, "the reconnect");
     const second = server.connections[1]!;
-    expect(server.connections.map((c) => c.url.searchParams.get("token"))).toEqual(["t1", "t2"]);
+    // Each token in the subprotocol offer beside fanout.v1, none in a URL.
+    expect(server.connections.map((c) => c.protocols)).toEqual([
+      ["fanout.v1", "token.t1"],
+      ["fanout.v1", "token.t2"],
+    ]);
+    expect(server.connections.map((c) => c.url.searchParams.has("token"))).toEqual([false, false]);
     expect(second.url.searchParams.get("since")).toBe("2");
     expect(second.url.searchParams.get("epoch")).toBe(server.epoch);
     server.publish("c");
@@ -134,12 +139,12 @@ describe("token functions", () => {
   });
 
   it("stops at the first 4001 with a fixed token, and at 4003 with either", async () => {
-    const server = await fake({ admit: (url) => (url.searchParams.get("token") === "fixed" ? { close: 4001 } : { close: 4003, reason: "the token does not open this room" }) });
+    const server = await fake({ admit: (_url, _i, connection) => (connection.token === "fixed" ? { close: 4001 } : { close: 4003, reason: "the token does not open this room" }) });
     const fixed = open(server, { token: "fixed" });
     const refreshing = open(server, { token: () => "fresh" });
     await waitFor(() => fixed.client.state === "closed" && refreshing.client.state === "closed", "both clients to stop");
     await sleep(200);
-    expect(server.connections.map((c) => c.url.searchParams.get("token")).sort()).toEqual(["fixed", "fresh"]);
+    expect(server.connections.map((c) => c.token).sort()).toEqual(["fixed", "fresh"]);
     expect(fixed.rec.states.at(-1)).toMatchObject({ state: "closed", cause: "auth_refused", code: 4001 });
     expect(refreshing.rec.states.at(-1)).toMatchObject({ state: "closed", cause: "auth_refused", code: 4003, reason: "the token does not open this room" });
   });
@@ -165,7 +170,52 @@ describe("token functions", () => {
       ["open", "welcome"],
     ]);
     expect(server.connections).toHaveLength(1);
-    expect(server.connections[0]!.url.searchParams.get("token")).toBe("ok");
+    expect(server.connections[0]!.token).toBe("ok");
+  });
+});
+
+describe("where the token travels", () => {
+  it("offers a fixed token in Sec-WebSocket-Protocol beside fanout.v1, keeping it out of every URL; tokenIn query puts it in the URL", async () => {
+    const server = await fake();
+    const inOffer = open(server, { token: "fixed.jwt-like_token" });
+    const inQuery = open(server, { token: "fixed.jwt-like_token", tokenIn: "query" });
+    const none = open(server);
+    await waitFor(() => [inOffer, inQuery, none].every((c) => c.client.state === "open"), "the clients to open");
+    const byToken = (protocols: string[], inUrl: string | null) =>
+      server.connections.filter((c) => JSON.stringify(c.protocols) === JSON.stringify(protocols) && c.url.searchParams.get("token") === inUrl);
+    expect(byToken(["fanout.v1", "token.fixed.jwt-like_token"], null)).toHaveLength(1);
+    expect(byToken([], "fixed.jwt-like_token")).toHaveLength(1);
+    expect(byToken([], null)).toHaveLength(1); // no token: no offer, as before
+    // The URL the client shows never holds the token.
+    expect([inOffer.client.url, inQuery.client.url, none.client.url]).toEqual([server.url, server.url, server.url]);
+
+    // After a reconnect the offer carries the token again, beside the resume position in the URL.
+    server.publish("a");
+    await waitFor(() => inOffer.rec.seqs.length === 1, "a message");
+    server.connections.find((c) => c.protocols.length > 0)!.close(1012, "restart");
+    await server.waitFor(() => server.connections.length === 4 && server.connections[3]!.welcomed, "the reconnect");
+    expect(server.connections[3]!.protocols).toEqual(["fanout.v1", "token.fixed.jwt-like_token"]);
+    expect([...server.connections[3]!.url.searchParams.keys()].sort()).toEqual(["epoch", "since"]);
+  });
+
+  it("refuses a fixed token a subprotocol cannot carry when constructed, and treats such a token from a function as a token failure", async () => {
+    const server = await fake();
+    expect(() => new RoomClient({ WebSocket, url: server.url, token: "has space" })).toThrow(/tokenIn: "query"/);
+
+    let calls = 0;
+    const { client, rec } = open(server, { token: () => (++calls === 1 ? "has space" : "fine") });
+    await waitFor(() => client.state === "open", "the client to open with the second token");
+    expect(rec.states.map((s) => [s.state, s.cause])).toEqual([
+      ["reconnecting", "token_failed"],
+      ["open", "welcome"],
+    ]);
+    expect(rec.errors).toEqual([expect.stringMatching(/^token: .*subprotocol/)]);
+    expect(server.connections.map((c) => c.token)).toEqual(["fine"]); // the first token never left the client
+
+    // In the query any token travels (URL-encoded).
+    const query = open(server, { token: "has space", tokenIn: "query" });
+    await waitFor(() => query.client.state === "open", "the query client to open");
+    expect(server.connections.at(-1)!.url.searchParams.get("token")).toBe("has space");
   });
 });
 
