@@ -157,9 +157,11 @@ export class RoomClient<T = unknown, I = unknown> extends RoomEventTarget<RoomCl
   /**
    * Publishes `data` into the room over the socket, waiting for a connection
    * if there is none. Resolves with the message's seq. Rejects with a
-   * PublishError when the room refuses it, when the client closes, or with
-   * code "unconfirmed" when the connection ended before the server answered
-   * (the message may or may not have been published; it is not re-sent).
+   * PublishError when the room refuses it, when the client closes, with
+   * "too_large" before sending anything when its JSON is over the room's
+   * `maxMessageBytes` (announced in the welcome), or with "unconfirmed" when
+   * the connection ended before the server answered (the message may or may
+   * not have been published; it is not re-sent).
    */
   publish(data: T): Promise<number> {
     if (this.state === "closed") return Promise.reject(new PublishError("closed", "the client is closed"));

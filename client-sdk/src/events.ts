@@ -143,7 +143,11 @@ export interface RoomClientEventMap<T, I = unknown> {
   custom: RoomCustomEvent;
 }
 
-/** Raised by `publish` when the server refuses it or its outcome is unknown. */
+/**
+ * Raised by `publish` when the server refuses it, when the client refuses it
+ * before sending (data over the room's `maxMessageBytes` is "too_large", data
+ * with no JSON text "bad_request"), or when its outcome is unknown.
+ */
 export class PublishError extends Error {
   constructor(
     readonly code: ErrorCode | "closed" | "unconfirmed",

@@ -35,6 +35,8 @@ export interface FakeRoomOptions {
   window?: number;
   /** Announced in the welcome: client frame budget. Default 20/s, burst 60. */
   rate?: WelcomeEvent["rate"];
+  /** Announced in the welcome and enforced as the service does: the largest message data, bytes of its JSON. Default: none (an older server). */
+  maxMessageBytes?: number;
   /** Decides each connection by its URL, index (0 = first) and what it offered. Default: welcome all. */
   admit?: (url: URL, index: number, connection: FakeConnection) => Admission;
   /** Whether `ping` is answered with `pong`. Default true. */
@@ -198,6 +200,7 @@ export class FakeRoomServer {
       window: this.#options.window ?? 1024 * 1024,
       rate: this.#options.rate ?? { perSecond: 20, burst: 60 },
     };
+    if (this.#options.maxMessageBytes !== undefined) welcome.maxMessageBytes = this.#options.maxMessageBytes;
     connection.send(welcome);
     connection.welcomed = true;
     const since = connection.url.searchParams.get("since");
@@ -229,6 +232,9 @@ export class FakeRoomServer {
     if (frame.type === "ack") {
       // An ack is a claim: it must name a message this socket was sent, with its tag.
       if (connection.sent.get(frame.seq)?.tag !== frame.tag) connection.close(CloseCode.BAD_FRAME, "ack for a message not sent");
+    } else if (frame.type === "publish" && this.#options.maxMessageBytes !== undefined && Buffer.byteLength(JSON.stringify(frame.data)) > this.#options.maxMessageBytes) {
+      // What the service answers a publish over its limit: refused, the socket stays open.
+      connection.send({ type: "error", code: "too_large", message: `message data over ${this.#options.maxMessageBytes} bytes as JSON`, id: frame.id });
     } else {
       const message = this.#append(frame.data);
       connection.send({ type: "published", id: frame.id, seq: message.seq });

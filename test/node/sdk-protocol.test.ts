@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import { DEFAULT_ACK_DELAY_MS, RoomClient, type RoomClientOptions } from "../../client-sdk/src/index";
+import { DEFAULT_ACK_DELAY_MS, PublishError, RoomClient, type RoomClientOptions } from "../../client-sdk/src/index";
 import { FakeRoomServer } from "./sdk-fake-server";
 import { Recorder, waitFor } from "./sdk-harness";
 
@@ -216,6 +216,48 @@ describe("where the token travels", () => {
     const query = open(server, { token: "has space", tokenIn: "query" });
     await waitFor(() => query.client.state === "open", "the query client to open");
     expect(server.connections.at(-1)!.url.searchParams.get("token")).toBe("has space");
+  });
+});
+
+describe("the room's message limit", () => {
+  /** Publish frames the server received on any connection. */
+  const publishes = (server: FakeRoomServer) => server.connections.flatMap((c) => c.received.filter((r) => r.frame?.type === "publish"));
+  const refusal = (promise: Promise<unknown>) => promise.then(() => null, (error: unknown) => (error instanceof PublishError ? error.code : String(error)));
+
+  it("refuses a publish one byte or far over maxMessageBytes before sending it, sends one at the limit, and stays open", async () => {
+    const server = await fake({ maxMessageBytes: 100 });
+    const { client, rec } = open(server);
+    // Measured in UTF-8 bytes of the JSON text: 2 quotes + 24 emoji of 4 bytes + "é" of 2 = 100 bytes, in 52 UTF-16 units.
+    const atLimit = "😀".repeat(24) + "é";
+    const oneOver = atLimit + "a";
+    const farOver = { text: "x".repeat(100_000) };
+    expect(Buffer.byteLength(JSON.stringify(atLimit))).toBe(100);
+    expect(JSON.stringify(oneOver).length).toBeLessThan(100); // a count of characters would let it through
+
+    // Published while connecting: each waits for the welcome, which brings the limit.
+    const early = refusal(client.publish(farOver));
+    await waitFor(() => client.state === "open", "the client to open");
+    const [first, over, far, after] = await Promise.all([client.publish(atLimit), refusal(client.publish(oneOver)), refusal(client.publish(farOver)), client.publish("small")]);
+    expect(await early).toBe("too_large");
+    expect([over, far]).toEqual(["too_large", "too_large"]);
+    expect([first, after]).toEqual([1, 2]);
+
+    // Nothing over the limit left the client, and the connection it had stays.
+    expect(publishes(server).map((r) => (r.frame as { data: unknown }).data)).toEqual([atLimit, "small"]);
+    expect(server.connections).toHaveLength(1);
+    expect(server.open).toHaveLength(1);
+    expect(rec.states.map((s) => s.state)).toEqual(["open"]);
+    expect(rec.errors).toEqual([]);
+    await expect(client.publish(oneOver)).rejects.toMatchObject({ name: "PublishError", code: "too_large", message: "the data is 101 bytes as JSON, over the room's limit of 100" });
+  });
+
+  it("checks nothing locally against a server that announces no limit", async () => {
+    const server = await fake();
+    const { client } = open(server);
+    await waitFor(() => client.state === "open", "the client to open");
+    const big = "é".repeat(50_000);
+    expect(await client.publish(big)).toBe(1);
+    expect(publishes(server)).toHaveLength(1);
   });
 });
 
