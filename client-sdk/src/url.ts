@@ -12,10 +12,10 @@ export type TokenSource = string | (() => string | PromiseLike<string>);
 export type TokenIn = "subprotocol" | "query";
 
 /** Characters a subprotocol can hold (an HTTP token, RFC 6455 4.1): a JWT's base64url parts and dots are among them. */
-const SUBPROTOCOL_CHARS = /^[!#$%&'*+\-.0-9A-Z^_`|a-z~]+$/;
+const SUBPROTOCOL_CHARS = /^[\w!#$%&'*+.^`|~-]+$/;
 
 /** Why a token cannot be offered as a subprotocol: both `ws` and browsers refuse to open such a socket. */
-export const UNFIT_TOKEN = 'the token has a character a subprotocol cannot carry: pass tokenIn: "query" to send it as ?token=';
+export const UNFIT_TOKEN = 'the token has characters a subprotocol cannot carry: use tokenIn "query"';
 
 /** Whether `token` can travel in the subprotocol offer as `token.<token>`. */
 export function fitsSubprotocol(token: string): boolean {

@@ -275,7 +275,7 @@ describe("tokens", () => {
     expect(c.errors).toEqual([
       "token: endpoint down",
       "token: the token function gave no token",
-      'token: the token has a character a subprotocol cannot carry: pass tokenIn: "query" to send it as ?token=',
+      'token: the token has characters a subprotocol cannot carry: use tokenIn "query"',
     ]);
     expect(c.changes.map((x) => [x.state, x.cause])).toEqual([["reconnecting", "token_failed"]]);
     expect(() => connect({ token: "with space" })).toThrow(TypeError);

@@ -200,7 +200,7 @@ describe("where the token travels", () => {
 
   it("refuses a fixed token a subprotocol cannot carry when constructed, and treats such a token from a function as a token failure", async () => {
     const server = await fake();
-    expect(() => new RoomClient({ WebSocket, url: server.url, token: "has space" })).toThrow(/tokenIn: "query"/);
+    expect(() => new RoomClient({ WebSocket, url: server.url, token: "has space" })).toThrow(/tokenIn "query"/);
 
     let calls = 0;
     const { client, rec } = open(server, { token: () => (++calls === 1 ? "has space" : "fine") });
