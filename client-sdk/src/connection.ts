@@ -171,7 +171,7 @@ export class Connection {
     this.#connectTimer = setTimeout(() => this.#connectTimedOut(generation), this.#options.connectTimeoutMs);
     const source = this.#options.token;
     if (typeof source !== "function") {
-      this.#open(source || undefined);
+      this.#open(source || undefined); // An empty string is no token.
       return;
     }
     // Asked in a microtask, so even the first attempt's failure reaches listeners
