@@ -24,7 +24,10 @@ export interface WelcomeEvent {
    * with 4009. Heartbeats and acks that release a frame are free.
    */
   rate: { perSecond: number; burst: number };
-  /** Largest message data, bytes of its JSON text (UTF-8); a publish over it is refused with `too_large`. */
+  /**
+   * Largest message data, bytes of its JSON text (UTF-8); a publish over it
+   * is refused with `too_large`. Absent from servers that do not announce it.
+   */
   maxMessageBytes?: number;
 }
 

@@ -10,6 +10,7 @@ import {
   RoomStateEvent,
   type ConnectionState,
   type RoomClientEventMap,
+  type StateCause,
 } from "./events.js";
 import { Outbox } from "./outbox.js";
 import {
@@ -76,20 +77,19 @@ export const DEFAULT_ACK_DELAY_MS = 1000;
  * room.addEventListener("presence", () => render([...(room.presence.members?.values() ?? [])]));
  */
 export class RoomClient<T = unknown, I = unknown> extends RoomEventTarget<RoomClientEventMap<T, I>> {
-  /** The room's WebSocket URL, without the resume position (and without a token function's token). */
+  /** The room's WebSocket URL, without the resume position and without the token. */
   readonly url: string;
 
   #connection: Connection;
   #stream: OrderedStream;
   #outbox: Outbox;
   readonly #presence = new PresenceView<I>();
-  /** Set by `close()`: the application ended the client, not the room. */
-  #closing = false;
 
   /**
    * Opens the room right away.
    * @param address a room URL, or options naming the host and room.
    * @param options further options when `address` is a URL.
+   * @throws TypeError for an unusable address, or a fixed token that cannot travel where `tokenIn` says.
    */
   constructor(address: string | RoomClientOptions, options: RoomClientOptions = {}) {
     super();
@@ -113,12 +113,13 @@ export class RoomClient<T = unknown, I = unknown> extends RoomEventTarget<RoomCl
         pongTimeoutMs: opts.pongTimeoutMs ?? 10_000,
         connectTimeoutMs: opts.connectTimeoutMs ?? 10_000,
         token: opts.token,
+        tokenIn: opts.tokenIn ?? "subprotocol",
       },
       {
         url: () => this.#stream.resumeUrl(this.url),
         frame: (text) => this.#onFrame(text),
         error: (code, message) => this.#emitError(code, message),
-        state: (next, previous, code, reason) => this.#onState(next, previous, code, reason),
+        state: (next, previous, cause, code, reason) => this.#onState(next, previous, cause, code, reason),
         ended: () => {
           this.#stream.reset();
           this.#outbox.connectionEnded();
@@ -156,9 +157,11 @@ export class RoomClient<T = unknown, I = unknown> extends RoomEventTarget<RoomCl
   /**
    * Publishes `data` into the room over the socket, waiting for a connection
    * if there is none. Resolves with the message's seq. Rejects with a
-   * PublishError when the room refuses it, when the client closes, or with
-   * code "unconfirmed" when the connection ended before the server answered
-   * (the message may or may not have been published; it is not re-sent).
+   * PublishError when the room refuses it, when the client closes, with
+   * "too_large" before sending anything when its JSON is over the room's
+   * `maxMessageBytes` (announced in the welcome), or with "unconfirmed" when
+   * the connection ended before the server answered (the message may or may
+   * not have been published; it is not re-sent).
    */
   publish(data: T): Promise<number> {
     if (this.state === "closed") return Promise.reject(new PublishError("closed", "the client is closed"));
@@ -182,17 +185,16 @@ export class RoomClient<T = unknown, I = unknown> extends RoomEventTarget<RoomCl
   /** Closes the connection for good; no reconnect follows. */
   close(code: number = CloseCode.NORMAL, reason = ""): void {
     if (this.state === "closed") return;
-    this.#closing = true;
     this.#connection.close(code, reason);
   }
 
   // -------------------------------------------------------------------------
 
-  #onState(next: ConnectionState, previous: ConnectionState, code?: number, reason?: string): void {
+  #onState(next: ConnectionState, previous: ConnectionState, cause: StateCause, code?: number, reason?: string): void {
     if (next === "closed") {
-      this.#outbox.close(this.#closing ? "the client was closed" : `the room closed the connection (${code})`);
+      this.#outbox.close(cause === "client_closed" ? "the client was closed" : `the room closed the connection (${code})`);
     }
-    this.dispatchEvent(new RoomStateEvent(next, previous, code, reason));
+    this.dispatchEvent(new RoomStateEvent(next, previous, cause, code, reason));
     // A state listener may have closed the client already.
     if (next === "open" && this.state === "open") this.#outbox.pump();
   }
@@ -256,7 +258,7 @@ export class RoomClient<T = unknown, I = unknown> extends RoomEventTarget<RoomCl
         return;
       case "gap":
         this.#emitError("bad_frame", `expected seq ${expected}, got ${message.seq}`);
-        this.#connection.abandon("out-of-order message");
+        this.#connection.abandon("out_of_order");
         return;
     }
   }

@@ -1,8 +1,8 @@
 import { backoffDelay, type BackoffOptions } from "./backoff.js";
-import type { ConnectionState } from "./events.js";
-import { CloseCode, PING, PONG, shouldReconnect } from "../../protocol/index.js";
+import type { ConnectionState, StateCause } from "./events.js";
+import { CloseCode, PING, PONG, SUBPROTOCOL, TOKEN_SUBPROTOCOL_PREFIX, shouldReconnect } from "../../protocol/index.js";
 import { OPEN, describe, type WebSocketConstructor, type WebSocketLike } from "./transport.js";
-import { withToken, type TokenSource } from "./url.js";
+import { UNFIT_TOKEN, fitsSubprotocol, withToken, type TokenIn, type TokenSource } from "./url.js";
 
 /** How the connection behaves; RoomClient fills in the defaults. */
 export interface ConnectionOptions {
@@ -13,18 +13,22 @@ export interface ConnectionOptions {
   pongTimeoutMs: number;
   connectTimeoutMs: number;
   token: TokenSource | undefined;
+  tokenIn: TokenIn;
 }
+
+/** Why the client itself gives up on a socket; it reconnects after each. */
+export type AbandonCause = Extract<StateCause, "no_welcome" | "no_pong" | "out_of_order">;
 
 /** What the connection tells the stream and the client. */
 export interface ConnectionHooks {
-  /** The URL of the next attempt (the room with its resume position), before a token function's token is added. */
+  /** The URL of the next attempt (the room with its resume position), before the token is added. */
   url(): string;
   /** A text frame from the server, other than the heartbeat's answer. */
   frame(text: string): void;
   /** Something went wrong that does not end the client. */
   error(code: "transport" | "bad_frame" | "token", message: string): void;
   /** The connection changed state. */
-  state(next: ConnectionState, previous: ConnectionState, code?: number, reason?: string): void;
+  state(next: ConnectionState, previous: ConnectionState, cause: StateCause, code?: number, reason?: string): void;
   /** The current attempt or socket is gone: whatever belonged to it ends too. */
   ended(): void;
 }
@@ -34,6 +38,8 @@ type Timer = ReturnType<typeof setTimeout>;
 const noop = (): void => {};
 // ws reports an upgrade refused over HTTP only through the error text.
 const HTTP_AUTH_REFUSAL = /Unexpected server response: 40([13])\b/;
+/** The close code a WebSocket reports when the connection ended without a close frame: the server said nothing. */
+const ABNORMAL_CLOSURE = 1006;
 /**
  * With a token function, a 4001 (expired or refused token) is worth a new
  * token; the third in a row without a welcome in between means the function
@@ -71,7 +77,12 @@ export class Connection {
 
   #onOnline = (): void => this.#networkChanged();
 
+  /** @throws TypeError for a fixed token that cannot travel where `tokenIn` says (no attempt could succeed). */
   constructor(options: ConnectionOptions, hooks: ConnectionHooks) {
+    const { token } = options;
+    if (options.tokenIn === "subprotocol" && typeof token === "string" && token !== "" && !fitsSubprotocol(token)) {
+      throw new TypeError(UNFIT_TOKEN);
+    }
     this.#options = options;
     this.#hooks = hooks;
   }
@@ -102,7 +113,7 @@ export class Connection {
     this.#connectTimer = undefined;
     this.#openedAt = Date.now();
     this.#authRefusals = 0;
-    this.#setState("open");
+    this.#setState("open", "welcome");
   }
 
   /** Sends `text` on the open socket; false when there is none or it refused. */
@@ -118,18 +129,18 @@ export class Connection {
   }
 
   /** Gives up on the current socket without waiting for its close handshake, then reconnects. */
-  abandon(reason: string): void {
+  abandon(cause: AbandonCause): void {
     if (this.#state === "closed") return;
     const socket = this.#socket;
     this.#resetBackoffIfStable();
     this.#end();
     try {
       if (socket?.terminate) socket.terminate();
-      else socket?.close(CloseCode.NORMAL, reason);
+      else socket?.close(CloseCode.NORMAL, cause);
     } catch {
       // The socket is already gone.
     }
-    this.#scheduleReconnect(undefined, reason);
+    this.#scheduleReconnect(cause);
   }
 
   /** Closes for good; no reconnect follows. */
@@ -147,7 +158,7 @@ export class Connection {
     } catch {
       // Already closing; nothing left to do.
     }
-    this.#setState("closed", code, reason);
+    this.#setState("closed", "client_closed", code, reason);
   }
 
   // -------------------------------------------------------------------------
@@ -157,10 +168,10 @@ export class Connection {
     this.#reconnectTimer = undefined;
     const generation = ++this.#generation;
     // The deadline covers the token too: a token endpoint that hangs is a failed attempt.
-    this.#connectTimer = setTimeout(() => this.abandon("no welcome before the connect timeout"), this.#options.connectTimeoutMs);
+    this.#connectTimer = setTimeout(() => this.#connectTimedOut(generation), this.#options.connectTimeoutMs);
     const source = this.#options.token;
     if (typeof source !== "function") {
-      this.#open(this.#hooks.url()); // A string token is in the room URL already.
+      this.#open(source || undefined); // An empty string is no token.
       return;
     }
     // Asked in a microtask, so even the first attempt's failure reaches listeners
@@ -169,35 +180,47 @@ export class Connection {
       .then(source)
       .then(
         (token) => this.#openWithToken(generation, token),
-        (error: unknown) => this.#tokenFailed(generation, error),
+        (error: unknown) => this.#tokenFailed(generation, describe(error)),
       );
+  }
+
+  /** No welcome in time; without a socket yet, the token function is what kept the attempt waiting. */
+  #connectTimedOut(generation: number): void {
+    if (this.#socket) this.abandon("no_welcome");
+    else this.#tokenFailed(generation, "the token function did not answer within connectTimeoutMs");
   }
 
   #openWithToken(generation: number, token: unknown): void {
     if (generation !== this.#generation || this.#state === "closed") return; // Abandoned or closed meanwhile.
-    if (typeof token !== "string" || token === "") {
-      this.#tokenFailed(generation, new TypeError("the token function gave no token"));
-      return;
-    }
-    this.#open(withToken(this.#hooks.url(), token));
+    if (typeof token !== "string" || token === "") this.#tokenFailed(generation, "the token function gave no token");
+    else if (this.#options.tokenIn === "subprotocol" && !fitsSubprotocol(token)) this.#tokenFailed(generation, UNFIT_TOKEN);
+    else this.#open(token);
   }
 
-  #tokenFailed(generation: number, error: unknown): void {
+  #tokenFailed(generation: number, message: string): void {
     if (generation !== this.#generation || this.#state === "closed") return;
-    this.#hooks.error("token", describe(error));
+    this.#hooks.error("token", message);
     this.#end();
-    this.#scheduleReconnect(undefined, "no token");
+    this.#scheduleReconnect("token_failed");
   }
 
-  #open(url: string): void {
+  #open(token: string | undefined): void {
     this.#httpRefusal = null;
+    let url = this.#hooks.url();
+    let protocols: string[] | undefined;
+    if (token !== undefined) {
+      // Offered as a subprotocol, the token stays out of the URL and so out of access logs;
+      // the server selects fanout.v1, which a browser requires of an answer to any offer.
+      if (this.#options.tokenIn === "query") url = withToken(url, token);
+      else protocols = [SUBPROTOCOL, TOKEN_SUBPROTOCOL_PREFIX + token];
+    }
     let socket: WebSocketLike;
     try {
-      socket = new this.#options.WebSocket(url);
+      socket = new this.#options.WebSocket(url, protocols);
     } catch (error) {
       this.#hooks.error("transport", describe(error));
       this.#end();
-      this.#scheduleReconnect();
+      this.#scheduleReconnect("network");
       return;
     }
     this.#socket = socket;
@@ -237,19 +260,25 @@ export class Connection {
     const refused = this.#httpRefusal;
     this.#end();
     const finalCode = refused ?? code;
+    const cause: StateCause =
+      finalCode === CloseCode.UNAUTHORIZED || finalCode === CloseCode.FORBIDDEN
+        ? "auth_refused"
+        : finalCode === ABNORMAL_CLOSURE
+          ? "network"
+          : "server_closed";
     if (finalCode === CloseCode.UNAUTHORIZED && typeof this.#options.token === "function") {
       this.#authRefusals += 1;
       if (this.#authRefusals < MAX_AUTH_REFUSALS) {
-        this.#scheduleReconnect(finalCode, reason); // The next attempt asks for a new token.
+        this.#scheduleReconnect(cause, finalCode, reason); // The next attempt asks for a new token.
         return;
       }
     }
     if (refused !== null || !shouldReconnect(finalCode)) {
       globalThis.removeEventListener?.("online", this.#onOnline);
-      this.#setState("closed", finalCode, reason);
+      this.#setState("closed", cause, finalCode, reason);
       return;
     }
-    this.#scheduleReconnect(code, reason);
+    this.#scheduleReconnect(cause, finalCode, reason);
   }
 
   /** A connection that lasted is not part of a failure streak: the next retry starts the backoff over. */
@@ -257,8 +286,8 @@ export class Connection {
     if (this.#openedAt > 0 && Date.now() - this.#openedAt >= this.#options.stableAfterMs) this.#attempt = 0;
   }
 
-  #scheduleReconnect(code?: number, reason?: string): void {
-    this.#setState("reconnecting", code, reason);
+  #scheduleReconnect(cause: StateCause, code?: number, reason?: string): void {
+    this.#setState("reconnecting", cause, code, reason);
     // A state listener may have closed the client.
     if (this.#state !== "reconnecting" || this.#reconnectTimer !== undefined) return;
     const delay = backoffDelay(this.#attempt++, this.#options.backoff);
@@ -292,11 +321,11 @@ export class Connection {
     this.#hooks.ended();
   }
 
-  #setState(next: ConnectionState, code?: number, reason?: string): void {
+  #setState(next: ConnectionState, cause: StateCause, code?: number, reason?: string): void {
     const previous = this.#state;
     if (previous === next) return;
     this.#state = next;
-    this.#hooks.state(next, previous, code, reason);
+    this.#hooks.state(next, previous, cause, code, reason);
   }
 
   #startHeartbeat(): void {
@@ -305,6 +334,6 @@ export class Connection {
 
   #ping(): void {
     this.send(PING);
-    this.#pongTimer ??= setTimeout(() => this.abandon("no answer to ping"), this.#options.pongTimeoutMs);
+    this.#pongTimer ??= setTimeout(() => this.abandon("no_pong"), this.#options.pongTimeoutMs);
   }
 }

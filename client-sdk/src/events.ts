@@ -18,13 +18,51 @@ export class RoomMessageEvent<T = unknown> extends RoomEvent {
   }
 }
 
-/** The connection changed state. */
+/**
+ * Why the connection changed state, for an application to switch on; the
+ * close code and its reason text travel beside it (`RoomStateEvent.code`,
+ * `.reason`).
+ * - "welcome": the room welcomed the connection (state "open");
+ * - "server_closed": the server closed the socket with `code`, and the
+ *   protocol's table (`CLOSE_CODES`) decided between reconnecting and stopping;
+ * - "auth_refused": the server refused the token, with 4001 (missing, invalid
+ *   or expired) or 4003 (not for this room, or an origin not allowed), as a
+ *   close or as an HTTP 401/403 to the upgrade. A token function gets another
+ *   try after a 4001, until the third in a row without a welcome; anything
+ *   else stops;
+ * - "network": the connection dropped or could not be made, without a close
+ *   from the server (`code` 1006, or none when no socket could be created);
+ * - "no_welcome": the socket opened but the room did not welcome it within
+ *   `connectTimeoutMs`;
+ * - "no_pong": a heartbeat went unanswered for `pongTimeoutMs`, so the
+ *   connection counts as dead;
+ * - "token_failed": the token function threw, gave no usable token, or did not
+ *   answer within `connectTimeoutMs`;
+ * - "out_of_order": a message skipped a seq, so the client resumes after the
+ *   last one it delivered;
+ * - "client_closed": the application called `close()` (`code` and `reason` are
+ *   what it passed).
+ */
+export type StateCause =
+  | "welcome"
+  | "server_closed"
+  | "auth_refused"
+  | "network"
+  | "no_welcome"
+  | "no_pong"
+  | "token_failed"
+  | "out_of_order"
+  | "client_closed";
+
+/** The connection changed state, for the reason `cause` names. */
 export class RoomStateEvent extends RoomEvent {
   constructor(
     readonly state: ConnectionState,
     readonly previous: ConnectionState,
-    /** Close code of the socket that ended, when the change was caused by one. */
+    readonly cause: StateCause,
+    /** Close code of the socket that ended, when one ended with a code (for "client_closed", the code `close()` was given). */
     readonly code?: number,
+    /** The close's reason text: the server's words, or what `close()` was given. */
     readonly reason?: string,
   ) {
     super("state");
@@ -105,7 +143,11 @@ export interface RoomClientEventMap<T, I = unknown> {
   custom: RoomCustomEvent;
 }
 
-/** Raised by `publish` when the server refuses it or its outcome is unknown. */
+/**
+ * Raised by `publish` when the server refuses it, when the client refuses it
+ * before sending (data over the room's `maxMessageBytes` is "too_large", data
+ * with no JSON text "bad_request"), or when its outcome is unknown.
+ */
 export class PublishError extends Error {
   constructor(
     readonly code: ErrorCode | "closed" | "unconfirmed",

@@ -14,10 +14,11 @@ export {
   RoomStateEvent,
   type ConnectionState,
   type RoomClientEventMap,
+  type StateCause,
 } from "./events.js";
 export type { RoomMember, RoomPresence } from "./presence.js";
 export type { RoomEventBase, RoomListener, RoomListenerOptions, TypedEventTarget } from "./typed-target.js";
 export { backoffDelay, backoffCeiling, DEFAULT_BACKOFF, type BackoffOptions } from "./backoff.js";
-export { roomSocketUrl, type RoomAddress, type TokenSource } from "./url.js";
+export { roomSocketUrl, type RoomAddress, type TokenIn, type TokenSource } from "./url.js";
 export { CloseCode, CLOSE_CODES, shouldReconnect, PROTOCOL_VERSION, isCustomType } from "../../protocol/index.js";
 export type { CustomClientFrame, CustomServerEvent, CustomType } from "../../protocol/index.js";

@@ -1,5 +1,6 @@
 import { PublishError } from "./events.js";
-import type { CustomClientFrame, ServerError, PublishFrame, PublishedEvent, WelcomeEvent } from "../../protocol/index.js";
+import type { CustomClientFrame, ServerError, PublishedEvent, WelcomeEvent } from "../../protocol/index.js";
+import { utf8Length } from "../../common/utf8.js";
 import { describe } from "./transport.js";
 
 /** Where publishes go out: the connection. */
@@ -9,15 +10,17 @@ export interface OutboxTransport {
   send(text: string): boolean;
 }
 
-interface PendingPublish {
+/** A frame waiting for the budget, with the promise it settles. */
+interface Queued {
+  /** The frame as it goes on the wire. */
+  text: string;
+  /** A publish's correlation id, which its answer names; an application frame has none and is done once sent. */
+  id?: string;
+  /** A publish: UTF-8 bytes of its data as JSON, what the room's message limit counts. */
+  dataBytes?: number;
   resolve(seq: number): void;
   reject(error: PublishError): void;
 }
-
-/** A frame waiting for the budget: a publish (answered by the room) or an application frame (done once sent). */
-type Queued =
-  | { frame: PublishFrame & { id: string }; publish: PendingPublish }
-  | { frame: CustomClientFrame; publish: PendingPublish; custom: true };
 
 /**
  * Publishes over the socket, inside the room's frame budget. The welcome
@@ -27,16 +30,21 @@ type Queued =
  * from half the burst, which leaves room for timing slack. A publish not yet
  * sent survives a reconnect (the server never saw it); one sent and not yet
  * answered when the connection ends is rejected as "unconfirmed".
+ * A publish whose data is over the message limit the welcome announces is
+ * refused here with "too_large" instead of being sent: it would cost a frame
+ * of the budget only to be refused by the room.
  * Application frames (`x-...`) take the same budget and queue, in order with
  * publishes, and are done once sent.
  */
 export class Outbox {
   #transport: OutboxTransport;
-  /** Publishes not yet sent. */
+  /** Frames not yet sent. */
   #queued: Queued[] = [];
   /** Publishes sent and awaiting the server's answer, by id. */
-  #pending = new Map<string, PendingPublish>();
+  #pending = new Map<string, Queued>();
   #rate = { perSecond: 0, burst: 1 };
+  /** The current connection's limit on message data; none from a server that does not announce one. */
+  #maxMessageBytes: number | undefined;
   #budget = 1;
   #refilledAt = 0;
   #pumpTimer: ReturnType<typeof setTimeout> | undefined;
@@ -49,34 +57,46 @@ export class Outbox {
   /** Queues `data` for publishing; settles with its seq or a PublishError. */
   publish(data: unknown): Promise<number> {
     return new Promise((resolve, reject) => {
-      this.#queued.push({ frame: { type: "publish", data, id: String(++this.#nextId) }, publish: { resolve, reject } });
-      this.pump();
+      const id = String(++this.#nextId);
+      // Encoded once, now: the data's JSON is both what the limit measures and what is sent.
+      const json = encode(data, reject);
+      if (json === undefined) return;
+      // The id is digits only, so the frame can be put together around the data's text.
+      this.#enqueue({ text: `{"type":"publish","id":"${id}","data":${json}}`, id, dataBytes: utf8Length(json), resolve, reject });
     });
   }
 
   /** Queues an application frame; settles once it was sent (or rejects when the client closes first). */
   sendCustom(frame: CustomClientFrame): Promise<void> {
     return new Promise((resolve, reject) => {
-      this.#queued.push({ frame, publish: { resolve: () => resolve(), reject }, custom: true });
-      this.pump();
+      const text = encode(frame, reject);
+      if (text !== undefined) this.#enqueue({ text, resolve: () => resolve(), reject });
     });
   }
 
-  /** A new connection was welcomed with its frame budget. */
+  /** A new connection was welcomed with its frame budget and message limit. */
   welcome(welcome: WelcomeEvent): void {
     this.#rate = welcome.rate ?? this.#rate;
+    this.#maxMessageBytes = welcome.maxMessageBytes;
     this.#budget = Math.max(1, Math.floor(this.#rate.burst / 2));
     this.#refilledAt = Date.now();
   }
 
-  /** Sends queued publishes as far as the budget allows; retries when it has refilled. */
+  /** Sends queued frames as far as the budget allows; retries when it has refilled. */
   pump(): void {
     clearTimeout(this.#pumpTimer);
     this.#pumpTimer = undefined;
     if (!this.#transport.writable) return;
     const rate = this.#rate.perSecond > 0 ? this.#rate.perSecond * 0.75 : Number.POSITIVE_INFINITY;
     const burst = Math.max(1, Math.floor(this.#rate.burst / 2));
+    const limit = this.#maxMessageBytes;
     while (this.#queued.length > 0) {
+      const next = this.#queued[0]!;
+      if (limit !== undefined && next.dataBytes !== undefined && next.dataBytes > limit) {
+        this.#queued.shift();
+        next.reject(new PublishError("too_large", `the data is ${next.dataBytes} bytes as JSON, over the room's limit of ${limit}`));
+        continue;
+      }
       const now = Date.now();
       this.#budget = Math.min(burst, this.#budget + ((now - this.#refilledAt) / 1000) * rate);
       this.#refilledAt = now;
@@ -84,24 +104,11 @@ export class Outbox {
         this.#pumpTimer = setTimeout(() => this.pump(), Math.ceil(((1 - this.#budget) / rate) * 1000));
         return;
       }
-      const queued = this.#queued.shift()!;
-      const { frame, publish } = queued;
-      let text: string;
-      try {
-        text = JSON.stringify(frame);
-      } catch (error) {
-        publish.reject(new PublishError("bad_request", describe(error)));
-        continue;
-      }
+      if (!this.#transport.send(next.text)) return;
+      this.#queued.shift();
       this.#budget -= 1;
-      const answered = !("custom" in queued);
-      if (answered) this.#pending.set(queued.frame.id, publish);
-      if (!this.#transport.send(text)) {
-        if (answered) this.#pending.delete(queued.frame.id);
-        this.#queued.unshift(queued);
-        return;
-      }
-      if (!answered) publish.resolve(0);
+      if (next.id === undefined) next.resolve(0);
+      else this.#pending.set(next.id, next);
     }
   }
 
@@ -127,6 +134,24 @@ export class Outbox {
 
   /** The client stopped: nothing queued will be sent. */
   close(message: string): void {
-    for (const { publish } of this.#queued.splice(0)) publish.reject(new PublishError("closed", message));
+    for (const queued of this.#queued.splice(0)) queued.reject(new PublishError("closed", message));
   }
+
+  #enqueue(queued: Queued): void {
+    this.#queued.push(queued);
+    this.pump();
+  }
+}
+
+/** `value` as JSON text; undefined after rejecting with "bad_request" when it has none (a cycle, a BigInt, a function). */
+function encode(value: unknown, reject: (error: PublishError) => void): string | undefined {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(value) as string | undefined;
+  } catch (error) {
+    reject(new PublishError("bad_request", describe(error)));
+    return undefined;
+  }
+  if (text === undefined) reject(new PublishError("bad_request", "data must be a JSON value"));
+  return text;
 }

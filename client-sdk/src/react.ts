@@ -14,6 +14,7 @@ import {
   type RoomMember,
   type RoomMessageEvent,
   type RoomStateEvent,
+  type StateCause,
 } from "./index.js";
 
 /** One delivered message, as `useRoom` keeps it. */
@@ -40,6 +41,8 @@ export interface UseRoomResult<T, I = unknown> {
   state: ConnectionState;
   /** Close code of the connection that ended last, e.g. 4001 when the token was refused. */
   code: number | undefined;
+  /** Why the state last changed, e.g. "auth_refused" when the token was refused (see StateCause); undefined before the first change. */
+  cause: StateCause | undefined;
   /** The latest `keep` messages, oldest first. */
   messages: ReadonlyArray<RoomMessage<T>>;
   /** Publishes over the socket; resolves with the seq (see RoomClient.publish). Stable across renders. */
@@ -104,6 +107,7 @@ export function useRoom<T = unknown, I = unknown>(options: UseRoomOptions<T>): U
   const held = useRef<Held<T, I> | null>(null);
   const [snapshot, setSnapshot] = useState<Snapshot<I>>(() => read<I>(null, enabled));
   const [code, setCode] = useState<number | undefined>(undefined);
+  const [cause, setCause] = useState<StateCause | undefined>(undefined);
   const [messages, setMessages] = useState<ReadonlyArray<RoomMessage<T>>>([]);
 
   useEffect(() => {
@@ -125,11 +129,13 @@ export function useRoom<T = unknown, I = unknown>(options: UseRoomOptions<T>): U
       held.current = mine;
       setMessages((list) => (list.length === 0 ? list : []));
       setCode(undefined);
+      setCause(undefined);
     }
     const { client } = mine;
     const refresh = (): void => setSnapshot(read(client as RoomClient<unknown, I>, true));
     const onState = (event: RoomStateEvent): void => {
       if (event.code !== undefined) setCode(event.code);
+      setCause(event.cause);
     };
     const onMessage = (event: RoomMessageEvent<T>): void => {
       latest.current.onMessage?.(event);
@@ -162,7 +168,7 @@ export function useRoom<T = unknown, I = unknown>(options: UseRoomOptions<T>): U
     return client ? client.publish(data) : Promise.reject(new PublishError("closed", "the room is not open: the component is not mounted or the hook is disabled"));
   }, []);
 
-  return { state: snapshot.state, presence: snapshot.presence, code, messages, publish, client: held.current?.client ?? null };
+  return { state: snapshot.state, presence: snapshot.presence, code, cause, messages, publish, client: held.current?.client ?? null };
 }
 
 /** A client for the latest options, asking the latest token function when the option is one. */

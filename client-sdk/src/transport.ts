@@ -15,8 +15,11 @@ export interface WebSocketLike {
   terminate?(): void;
 }
 
-/** A WebSocket class: the global one in browsers, `ws` on Node 20. */
-export type WebSocketConstructor = new (url: string) => WebSocketLike;
+/**
+ * A WebSocket class: the global one in browsers, `ws` on Node 20. The client
+ * passes `protocols` when a token travels in `Sec-WebSocket-Protocol`.
+ */
+export type WebSocketConstructor = new (url: string, protocols?: string | string[]) => WebSocketLike;
 
 /** `readyState` of an open WebSocket. */
 export const OPEN = 1;

@@ -8,6 +8,20 @@ import { isValidRoomName, roomSocketPath } from "../../protocol/index.js";
  */
 export type TokenSource = string | (() => string | PromiseLike<string>);
 
+/** Where a connection attempt puts the token: in the subprotocol offer, or in the URL's query. */
+export type TokenIn = "subprotocol" | "query";
+
+/** Characters a subprotocol can hold (an HTTP token, RFC 6455 4.1): a JWT's base64url parts and dots are among them. */
+const SUBPROTOCOL_CHARS = /^[\w!#$%&'*+.^`|~-]+$/;
+
+/** Why a token cannot be offered as a subprotocol: both `ws` and browsers refuse to open such a socket. */
+export const UNFIT_TOKEN = 'the token has characters a subprotocol cannot carry: use tokenIn "query"';
+
+/** Whether `token` can travel in the subprotocol offer as `token.<token>`. */
+export function fitsSubprotocol(token: string): boolean {
+  return SUBPROTOCOL_CHARS.test(token);
+}
+
 /** Where a room lives: a full URL, or a host plus a room name. */
 export interface RoomAddress {
   /** WebSocket URL of the room (ws:, wss:, http: or https:), e.g. "wss://example.com/rooms/lobby/ws". */
@@ -17,11 +31,18 @@ export interface RoomAddress {
   /** Room name; required with `host`. */
   room?: string;
   /**
-   * Access token, sent as the `token` query parameter (browsers cannot set
-   * headers on a WebSocket): a string, or a function called before every
-   * connection attempt.
+   * Access token: a string, or a function called before every connection
+   * attempt. Sent as `tokenIn` says.
    */
   token?: TokenSource;
+  /**
+   * Where the token travels. Browsers cannot set headers on a WebSocket but can
+   * offer subprotocols, so by default it goes in `Sec-WebSocket-Protocol` as
+   * `["fanout.v1", "token.<jwt>"]`, out of URLs and so out of access logs;
+   * "query" sends it as `?token=` instead, for a proxy in between that drops
+   * or does not answer the subprotocol offer. Default "subprotocol".
+   */
+  tokenIn?: TokenIn;
   /**
    * Open mode only (a room without tokens): the member this client is in the
    * room's presence, and its member data. Anyone can choose any name, so the
@@ -37,9 +58,9 @@ const HAS_SCHEME = /^[a-z][a-z0-9+.-]*:\/\//i;
 const LOOPBACK = /^(localhost|127\.|\[::1\])/;
 
 /**
- * Builds the WebSocket URL of a room, with the token when it is a string (a
- * token function is asked at each connection instead); throws a TypeError for
- * an unusable address.
+ * Builds the WebSocket URL of a room, without the token (each connection
+ * attempt adds it where `tokenIn` says); throws a TypeError for an unusable
+ * address.
  */
 export function roomSocketUrl(address: RoomAddress): string {
   const page = globalThis.location as Location | undefined;
@@ -65,7 +86,6 @@ export function roomSocketUrl(address: RoomAddress): string {
   if (url.protocol !== "ws:" && url.protocol !== "wss:") {
     throw new TypeError(`unsupported URL scheme ${url.protocol}`);
   }
-  if (typeof address.token === "string" && address.token !== "") url.searchParams.set("token", address.token);
   if (address.member !== undefined) url.searchParams.set("member", address.member);
   if (address.info !== undefined) url.searchParams.set("info", JSON.stringify(address.info));
   return url.toString();

@@ -1,16 +1,20 @@
+import type { Browser } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import { RoomClient, type RoomClientOptions } from "../../client-sdk/src/index";
+import { RoomClient, type RoomClientOptions, type WebSocketConstructor } from "../../client-sdk/src/index";
 import { mintToken } from "../../worker/auth/tokens";
 import { startServer, type LocalServer } from "../helpers/server";
+import { hasChromium, launchChromium } from "./browser-harness";
 import { Recorder, publish, waitFor } from "./sdk-harness";
 import { startProxy } from "./sdk-proxy";
 
 /**
  * Tokens and refusals against the local server with TOKEN_SECRET and
- * ALLOWED_ORIGINS: a token function renews an expired token and the client
- * resumes; refusals at the upgrade arrive as close codes (what a browser can
- * see), or as HTTP statuses for clients that ask with `X-Refusal: http`.
+ * ALLOWED_ORIGINS: the token travels in Sec-WebSocket-Protocol (or the query
+ * when asked), from Node and from Chromium; a token function renews an
+ * expired token and the client resumes; refusals at the upgrade arrive as
+ * close codes (what a browser can see), or as HTTP statuses for clients that
+ * ask with `X-Refusal: http`.
  */
 
 const TOKEN_SECRET = "sdk-access-secret-5e1f";
@@ -33,6 +37,22 @@ const untilExpired = (token: string) => {
   return new Promise((resolve) => setTimeout(resolve, Math.max(0, exp * 1000 - Date.now() + 100)));
 };
 
+/** What each connection attempt asked `ws` for, and the subprotocol the server selected. */
+interface Offer {
+  url: string;
+  protocols: string | string[] | undefined;
+  socket: WebSocket;
+}
+/** The `ws` class, noting every attempt's URL and offer: the real socket, only watched. */
+function recordingWebSocket(offers: Offer[]): WebSocketConstructor {
+  return class RecordingWebSocket extends WebSocket {
+    constructor(url: string, protocols?: string | string[]) {
+      super(url, protocols);
+      offers.push({ url, protocols, socket: this });
+    }
+  };
+}
+
 const clients: RoomClient[] = [];
 function open(options: RoomClientOptions): { client: RoomClient; rec: Recorder } {
   const client = new RoomClient({ WebSocket, backoff: { initialDelayMs: 50, maxDelayMs: 200 }, ...options });
@@ -47,7 +67,9 @@ describe("token functions against the local server", () => {
   it("renews a token that expired while open and resumes with since and epoch, losing nothing", async () => {
     const room = uniqueRoom("renew");
     const issued: string[] = [];
+    const offers: Offer[] = [];
     const { client, rec } = open({
+      WebSocket: recordingWebSocket(offers),
       host: server.url,
       room,
       ackDelayMs: 50,
@@ -73,7 +95,10 @@ describe("token functions against the local server", () => {
     expect(rec.data).toEqual(["before expiry", "after expiry", "with the new token"]);
     expect(rec.lost).toEqual([]);
     expect(client.epoch).toBe(epoch);
-    expect(rec.states.find((s) => s.code === 4001)).toMatchObject({ state: "reconnecting", reason: "token expired" });
+    expect(rec.states.find((s) => s.code === 4001)).toMatchObject({ state: "reconnecting", cause: "auth_refused", reason: "token expired" });
+    // Each attempt offered the token just asked for, and no URL held one.
+    expect(offers.map((o) => o.protocols)).toEqual(issued.map((token) => ["fanout.v1", `token.${token}`]));
+    expect(offers.filter((o) => new URL(o.url).searchParams.has("token"))).toEqual([]);
   });
 
   it("stops when a fixed token expires", async () => {
@@ -85,6 +110,122 @@ describe("token functions against the local server", () => {
     await publish(server.url, room, "after expiry");
     await waitFor(() => client.state === "closed", "the client to stop", 15_000);
     expect(rec.states.at(-1)).toMatchObject({ state: "closed", code: 4001 });
+  });
+});
+
+describe("the token's way to the server", () => {
+  it("opens with the token in Sec-WebSocket-Protocol and none in the URL, the server selecting fanout.v1; tokenIn query opens too", async () => {
+    const room = uniqueRoom("offer");
+    const token = await mintToken(TOKEN_SECRET, { room });
+    const offers: Offer[] = [];
+    const inOffer = open({ WebSocket: recordingWebSocket(offers), host: server.url, room, token });
+    const inQuery = open({ WebSocket: recordingWebSocket(offers), host: server.url, room, token, tokenIn: "query" });
+    await waitFor(() => inOffer.client.state === "open" && inQuery.client.state === "open", "both clients to open");
+    const seq = await publish(server.url, room, "to both");
+    await waitFor(() => inOffer.rec.seqs.includes(seq) && inQuery.rec.seqs.includes(seq), "the message at both");
+
+    const [offered, queried] = [offers.find((o) => o.protocols !== undefined)!, offers.find((o) => o.protocols === undefined)!];
+    expect(offered.protocols).toEqual(["fanout.v1", `token.${token}`]);
+    expect(new URL(offered.url).searchParams.has("token")).toBe(false);
+    expect(offered.socket.protocol).toBe("fanout.v1");
+    expect(new URL(queried.url).searchParams.get("token")).toBe(token);
+    expect(queried.socket.protocol).toBe("");
+    expect(offers).toHaveLength(2);
+  });
+
+  it("is refused in the offer like in the query: 4001 with the reason, and the client stops", async () => {
+    const room = uniqueRoom("offer-refused");
+    const expired = await mintToken(TOKEN_SECRET, { room, exp: Math.floor(Date.now() / 1000) - 10 });
+    const offers: Offer[] = [];
+    const { client, rec } = open({ WebSocket: recordingWebSocket(offers), host: server.url, room, token: expired });
+    await waitFor(() => client.state === "closed", "the client to stop");
+    expect(offers.map((o) => o.protocols)).toEqual([["fanout.v1", `token.${expired}`]]);
+    expect(rec.states).toEqual([expect.objectContaining({ state: "closed", cause: "auth_refused", code: 4001, reason: "the token has expired" })]);
+  });
+});
+
+describe("the token in Sec-WebSocket-Protocol from Chromium", () => {
+  // A server of its own: a page's Origin is its own, which ALLOWED_ORIGINS above would refuse.
+  let page: LocalServer | undefined;
+  let browser: Browser | undefined;
+  beforeAll(async () => {
+    if (!hasChromium) return;
+    [page, browser] = await Promise.all([startServer({ vars: { TOKEN_SECRET } }), launchChromium()]);
+  });
+  afterAll(async () => {
+    await Promise.all([browser?.close(), page?.stop()]);
+  });
+
+  it("opens with a fixed token and with a token function, and reads a refusal's code and reason", async (ctx) => {
+    ctx.skip(!hasChromium, "no Chromium; install the Debian chromium package");
+    const room = uniqueRoom("chromium");
+    const [valid, expired] = await Promise.all([
+      mintToken(TOKEN_SECRET, { room }),
+      mintToken(TOKEN_SECRET, { room, exp: Math.floor(Date.now() / 1000) - 10 }),
+    ]);
+    const tab = await browser!.newPage();
+    const pageErrors: string[] = [];
+    tab.on("pageerror", (error) => pageErrors.push(error.message));
+    await tab.goto(`${page!.url}/healthz`); // a page of the server's origin, to import its /sdk.js
+    // A module script of the page's own: the bundle the worker serves, with the page's WebSocket, only watched.
+    await tab.addScriptTag({
+      type: "module",
+      content: `
+        import { RoomClient } from "/sdk.js";
+        const offers = [];
+        class Recording extends WebSocket {
+          constructor(url, protocols) {
+            super(url, protocols);
+            offers.push({ url, protocols, socket: this });
+          }
+        }
+        const watch = (client) => {
+          const seen = { states: [], seqs: [] };
+          client.addEventListener("state", (e) => seen.states.push([e.state, e.cause, e.code ?? null, e.reason ?? null]));
+          client.addEventListener("message", (e) => seen.seqs.push(e.seq));
+          return seen;
+        };
+        const room = ${JSON.stringify(room)};
+        const clients = {
+          fixed: new RoomClient({ room, token: ${JSON.stringify(valid)}, WebSocket: Recording }),
+          asked: new RoomClient({ room, token: async () => ${JSON.stringify(valid)}, WebSocket: Recording }),
+          refused: new RoomClient({ room, token: ${JSON.stringify(expired)}, WebSocket: Recording }),
+        };
+        const seen = { fixed: watch(clients.fixed), asked: watch(clients.asked), refused: watch(clients.refused) };
+        Object.assign(window, { offers, clients, seen });
+      `,
+    });
+    type Window = { clients?: Record<string, { state: string }>; seen: Record<string, { seqs: number[] }> };
+    await tab.waitForFunction(() => {
+      const { clients } = window as unknown as Window;
+      return clients !== undefined && clients.fixed!.state === "open" && clients.asked!.state === "open" && clients.refused!.state === "closed";
+    }, null, { timeout: 15_000 });
+    const seq = await publish(page!.url, room, "to the page");
+    await tab.waitForFunction((seq) => {
+      const { seen } = window as unknown as Window;
+      return seen.fixed!.seqs.includes(seq) && seen.asked!.seqs.includes(seq);
+    }, seq, { timeout: 15_000 });
+
+    const result = await tab.evaluate(() => {
+      const w = window as unknown as { offers: Array<{ url: string; protocols: unknown; socket: WebSocket }>; seen: unknown };
+      return { offers: w.offers.map((o) => ({ url: o.url, protocols: o.protocols, selected: o.socket.protocol })), seen: w.seen };
+    });
+    expect(result.offers.map((o) => o.protocols).sort()).toEqual([
+      ["fanout.v1", `token.${expired}`],
+      ["fanout.v1", `token.${valid}`],
+      ["fanout.v1", `token.${valid}`],
+    ].sort());
+    expect(result.offers.filter((o) => new URL(o.url).searchParams.has("token"))).toEqual([]);
+    // The page's WebSocket took the answer: the server selected fanout.v1, as a browser requires.
+    expect(result.offers.map((o) => o.selected)).toEqual(["fanout.v1", "fanout.v1", "fanout.v1"]);
+    expect(result.seen).toMatchObject({
+      fixed: { states: [["open", "welcome", null, null]] },
+      asked: { states: [["open", "welcome", null, null]] },
+      refused: { states: [["closed", "auth_refused", 4001, "the token has expired"]] },
+    });
+    expect(pageErrors).toEqual([]);
+    await tab.evaluate(() => Object.values((window as unknown as { clients: Record<string, { close(): void }> }).clients).forEach((c) => c.close()));
+    await tab.close();
   });
 });
 

@@ -84,7 +84,7 @@ describe("RoomClient against the local server", () => {
 
     client.close();
     expect(client.state).toBe("closed");
-    expect(rec.states.at(-1)?.state).toBe("closed");
+    expect(rec.states.at(-1)).toMatchObject({ state: "closed", cause: "client_closed", code: 1000 });
   });
 
   it("publishes over the socket and resolves with the seq another client receives", async () => {
@@ -139,6 +139,7 @@ describe("RoomClient against the local server", () => {
       const detectedAfter = rec.states.find((s) => s.state === "reconnecting" && s.at >= frozenAt)!.at - frozenAt;
       // Timers on a loaded 2-core machine run late; allow scheduling slack on top of the configured bound.
       expect(detectedAfter).toBeLessThanOrEqual(pingIntervalMs + pongTimeoutMs + 1500);
+      expect(rec.states.find((s) => s.state === "reconnecting" && s.at >= frozenAt)?.cause).toBe("no_pong");
 
       await waitFor(() => rec.seqs.includes(missed.at(-1)!), "the messages published while the connection was dead");
       expect(rec.seqs).toEqual(Recorder.range(first, missed.at(-1)!));
@@ -158,6 +159,8 @@ describe("RoomClient against the local server", () => {
       proxy.refuse(true);
       proxy.drop();
       await waitFor(() => client.state === "reconnecting", "the client to notice the drop");
+      // The connection went without a close frame: the network's doing, not the server's.
+      expect(rec.states.at(-1)).toMatchObject({ state: "reconnecting", cause: "network", code: 1006 });
       let last = first;
       for (let i = 1; i <= 20; i++) last = await publish(server.url, room, i);
       await new Promise((resolve) => setTimeout(resolve, 300));
@@ -225,7 +228,7 @@ describe("server-side closes", () => {
       await waitFor(() => rec.states.some((s) => s.code === 4010), "the server to close the idle socket", 45_000);
       for (let i = 0; i < 20; i++) last = await publish(server.url, room, `m${last + 1}`);
       await waitFor(() => rec.seqs.at(-1) === last, "every message");
-      expect(rec.states.some((s) => s.state === "reconnecting" && s.code === 4010)).toBe(true);
+      expect(rec.states.some((s) => s.state === "reconnecting" && s.cause === "server_closed" && s.code === 4010)).toBe(true);
       expect(rec.seqs).toEqual(Recorder.range(start + 1, last));
       expect(rec.data).toEqual(rec.seqs.map((seq) => `m${seq}`));
       expect(rec.lost).toEqual([]);
@@ -250,7 +253,7 @@ describe("server-side closes", () => {
       for (let i = 30; i < 60; i++) last = await publish(server.url, room, i);
       await waitFor(() => rec.seqs.at(-1) === last && client.state === "open", "the messages published after the restart");
 
-      expect(rec.states.some((s) => s.state === "reconnecting" && s.code === 1012)).toBe(true);
+      expect(rec.states.some((s) => s.state === "reconnecting" && s.cause === "server_closed" && s.code === 1012)).toBe(true);
       expect(rec.seqs).toEqual(Recorder.range(1, 60));
       expect(rec.data).toEqual(Recorder.range(0, 59));
       expect(rec.lost).toEqual([]);
@@ -387,7 +390,8 @@ describe("reconnect policy", () => {
       await waitFor(() => seen.filter((r) => r === "restarting").length >= 5, "the restarting client to retry");
       await new Promise((resolve) => setTimeout(resolve, 300));
       expect(seen.filter((r) => r === "unauthorized")).toHaveLength(1);
-      expect(refused.rec.states.at(-1)).toMatchObject({ state: "closed", code: 4001 });
+      expect(refused.rec.states.at(-1)).toMatchObject({ state: "closed", cause: "auth_refused", code: 4001 });
+      expect(restarting.rec.states[0]).toMatchObject({ state: "reconnecting", cause: "server_closed", code: 1012, reason: "test" });
       expect(restarting.client.state).not.toBe("closed");
       await expect(refused.client.publish("late")).rejects.toMatchObject({ code: "closed" });
     } finally {
@@ -410,7 +414,7 @@ describe("reconnect policy", () => {
       await waitFor(() => client.state === "closed", "the client to stop");
       await new Promise((resolve) => setTimeout(resolve, 300));
       expect(attempts).toBe(1);
-      expect(rec.states.at(-1)).toMatchObject({ state: "closed", code: 4001 });
+      expect(rec.states.at(-1)).toMatchObject({ state: "closed", cause: "auth_refused", code: 4001 });
     } finally {
       await new Promise((resolve) => wss.close(resolve));
     }

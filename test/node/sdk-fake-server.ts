@@ -5,6 +5,8 @@ import {
   CloseCode,
   PING,
   PONG,
+  SUBPROTOCOL,
+  TOKEN_SUBPROTOCOL_PREFIX,
   parseClientFrame,
   roomSocketPath,
   type AckFrame,
@@ -33,8 +35,10 @@ export interface FakeRoomOptions {
   window?: number;
   /** Announced in the welcome: client frame budget. Default 20/s, burst 60. */
   rate?: WelcomeEvent["rate"];
-  /** Decides each connection by its URL and index (0 = first). Default: welcome all. */
-  admit?: (url: URL, index: number) => Admission;
+  /** Announced in the welcome and enforced as the service does: the largest message data, bytes of its JSON. Default: none (an older server). */
+  maxMessageBytes?: number;
+  /** Decides each connection by its URL, index (0 = first) and what it offered. Default: welcome all. */
+  admit?: (url: URL, index: number, connection: FakeConnection) => Admission;
   /** Whether `ping` is answered with `pong`. Default true. */
   answerPings?: boolean;
 }
@@ -58,9 +62,17 @@ export class FakeConnection {
 
   constructor(
     readonly ws: WebSocket,
-    /** The request URL: `since`, `epoch` and `token` are in its query. */
+    /** The request URL: `since`, `epoch` and a `?token=` are in its query. */
     readonly url: URL,
+    /** The subprotocols the client offered (`Sec-WebSocket-Protocol`), in order. */
+    readonly protocols: string[],
   ) {}
+
+  /** The token the client presented, in the subprotocol offer (`token.<jwt>`) or in the query. */
+  get token(): string | null {
+    const offered = this.protocols.find((p) => p.startsWith(TOKEN_SUBPROTOCOL_PREFIX));
+    return offered?.slice(TOKEN_SUBPROTOCOL_PREFIX.length) ?? this.url.searchParams.get("token");
+  }
 
   get acks(): Array<AckFrame & { at: number }> {
     return this.received.flatMap((r) => (r.frame?.type === "ack" ? [{ ...r.frame, at: r.at }] : []));
@@ -96,7 +108,8 @@ export class FakeRoomServer {
 
   /** Starts a server on a free port of 127.0.0.1. */
   static async start(options: FakeRoomOptions = {}): Promise<FakeRoomServer> {
-    const wss = new WebSocketServer({ host: "127.0.0.1", port: 0 });
+    // Like the service, it selects fanout.v1 when offered: `ws` and browsers drop an answer that selects nothing from an offer.
+    const wss = new WebSocketServer({ host: "127.0.0.1", port: 0, handleProtocols: (offered) => (offered.has(SUBPROTOCOL) ? SUBPROTOCOL : false) });
     await new Promise<void>((resolve, reject) => {
       wss.once("listening", resolve);
       wss.once("error", reject);
@@ -162,7 +175,8 @@ export class FakeRoomServer {
   }
 
   #accept(ws: WebSocket, request: IncomingMessage): void {
-    const connection = new FakeConnection(ws, new URL(request.url ?? "/", this.host));
+    const offered = (request.headers["sec-websocket-protocol"] ?? "").split(",").map((p) => p.trim()).filter((p) => p !== "");
+    const connection = new FakeConnection(ws, new URL(request.url ?? "/", this.host), offered);
     const index = this.connections.push(connection) - 1;
     ws.on("message", (data, isBinary) => this.#onFrame(connection, isBinary ? "" : data.toString()));
     ws.on("close", (code, reason) => {
@@ -170,7 +184,7 @@ export class FakeRoomServer {
       this.#notify();
     });
     ws.on("error", () => {});
-    const admission = this.#options.admit?.(connection.url, index) ?? "welcome";
+    const admission = this.#options.admit?.(connection.url, index, connection) ?? "welcome";
     if (admission === "welcome") this.#welcome(connection);
     else if (admission !== "silent") connection.close(admission.close, admission.reason);
     this.#notify();
@@ -186,6 +200,7 @@ export class FakeRoomServer {
       window: this.#options.window ?? 1024 * 1024,
       rate: this.#options.rate ?? { perSecond: 20, burst: 60 },
     };
+    if (this.#options.maxMessageBytes !== undefined) welcome.maxMessageBytes = this.#options.maxMessageBytes;
     connection.send(welcome);
     connection.welcomed = true;
     const since = connection.url.searchParams.get("since");
@@ -217,6 +232,9 @@ export class FakeRoomServer {
     if (frame.type === "ack") {
       // An ack is a claim: it must name a message this socket was sent, with its tag.
       if (connection.sent.get(frame.seq)?.tag !== frame.tag) connection.close(CloseCode.BAD_FRAME, "ack for a message not sent");
+    } else if (frame.type === "publish" && this.#options.maxMessageBytes !== undefined && Buffer.byteLength(JSON.stringify(frame.data)) > this.#options.maxMessageBytes) {
+      // What the service answers a publish over its limit: refused, the socket stays open.
+      connection.send({ type: "error", code: "too_large", message: `message data over ${this.#options.maxMessageBytes} bytes as JSON`, id: frame.id });
     } else {
       const message = this.#append(frame.data);
       connection.send({ type: "published", id: frame.id, seq: message.seq });

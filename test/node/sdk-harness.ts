@@ -1,5 +1,5 @@
 import type { RoomClient } from "../../client-sdk/src/index";
-import type { ConnectionState } from "../../client-sdk/src/events";
+import type { ConnectionState, StateCause } from "../../client-sdk/src/events";
 
 /** Publishes `data` as JSON over HTTP; returns the message's seq. */
 export async function publish(baseUrl: string, room: string, data: unknown): Promise<number> {
@@ -24,6 +24,7 @@ export async function waitFor(condition: () => boolean, what: string, timeoutMs 
 
 export interface StateChange {
   state: ConnectionState;
+  cause: StateCause;
   code?: number;
   reason?: string;
   at: number;
@@ -43,7 +44,7 @@ export class Recorder {
       this.data.push(e.data);
     });
     client.addEventListener("lost", (e) => this.lost.push({ reason: e.reason, from: e.from, to: e.to }));
-    client.addEventListener("state", (e) => this.states.push({ state: e.state, code: e.code, reason: e.reason, at: Date.now() }));
+    client.addEventListener("state", (e) => this.states.push({ state: e.state, cause: e.cause, code: e.code, reason: e.reason, at: Date.now() }));
     client.addEventListener("error", (e) => this.errors.push(`${e.code}: ${e.message}`));
   }
 
