@@ -1,10 +1,10 @@
-import { CloseCode, resumePointOf, type ErrorBody, type PresencePage, type RoomCounterValues, type RoomStats, type RootRequests } from "../../protocol";
-import { LEAF_FULL_HEADER, REFUSAL_CLOSE_HEADER } from "../../common/edge-requests";
+import { resumePointOf, type PresencePage, type RoomCounterValues, type RoomStats, type RootRequests } from "../../protocol";
+import { LEAF_FULL_HEADER } from "../../common/edge-requests";
 import { logEvent } from "../../common/log";
 import { readLimits, type Limits } from "../../common/settings";
 import { utf8Length } from "../../common/utf8";
 import { registrationFor, type RoomRegistration } from "../coordinator/registration";
-import { attachmentFromEdge, type SocketAttachment } from "../engine/attachment";
+import { attachmentFromEdge } from "../engine/attachment";
 import { RoomCounters, type StoredCounters } from "../engine/counters";
 import type { Cursor } from "../engine/cursor";
 import type { LeaveCause } from "../engine/delivery";
@@ -16,9 +16,9 @@ import type { Stream } from "../engine/stream";
 import type { RoomLeaf } from "../leaf/leaf";
 import type { LeafHistory, LeafMember, LeafReport, LeafStart, LostRange } from "../leaf/rpc";
 import { deepFreeze } from "./connection-data";
-import { memberView } from "./connection";
 import { History } from "./history";
-import { HookRunner, type ConnectOutcome, type RoomHookSet } from "./hook-runner";
+import { admit } from "./admission";
+import { HookRunner, type RoomHookSet } from "./hook-runner";
 import type { Connection, JsonObject } from "./hooks";
 import { IdempotencyKeys } from "./idempotency-keys";
 import { historyMessages, Leaves, type LeavesHost } from "./leaves";
@@ -33,14 +33,6 @@ const LEAF_HISTORY_MAX_BYTES = 4 * 1024 * 1024;
 const COUNTERS_KEY = "counters";
 const LEAVES_KEY = "leaves";
 const NAME_KEY = "name";
-
-/** How a refused connect is answered: close code, or (with X-Refusal: http) status and error code. */
-const CONNECT_REFUSALS: Readonly<Record<Extract<ConnectOutcome, { ok: false }>["code"], { close: number; status: 401 | 403 | 500 | 503; error: ErrorBody["error"] }>> = {
-  forbidden: { close: CloseCode.FORBIDDEN, status: 403, error: "forbidden" },
-  unauthorized: { close: CloseCode.UNAUTHORIZED, status: 401, error: "unauthorized" },
-  try_again_later: { close: CloseCode.TRY_AGAIN_LATER, status: 503, error: "room_full" },
-  internal: { close: CloseCode.INTERNAL_ERROR, status: 500, error: "internal" },
-};
 
 /**
  * A room's parts and the one object they all talk to. The room's storage
@@ -169,7 +161,7 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     if (this.engine.size >= this.limits.MAX_SOCKETS_PER_ROOM) return this.#roomFull();
     const attachment = attachmentFromEdge(request.headers, Date.now());
     if (this.#runner.admitsSockets) {
-      const refused = await this.#admit(request, attachment);
+      const refused = await admit(this.#runner, this.#room, request, attachment);
       if (refused) return refused;
       if (this.engine.size >= this.limits.MAX_SOCKETS_PER_ROOM) return this.#roomFull();
     }
@@ -413,29 +405,6 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   }
 
   // -------------------------------------------------------------------------
-
-  /** Asks onConnect about a socket; null admits it (with `attachment` completed), a Response refuses it. */
-  async #admit(request: Request, attachment: SocketAttachment): Promise<Response | null> {
-    const outcome = await this.#runner.connect({
-      id: attachment.id,
-      room: this.#room,
-      member: memberView(attachment.member),
-      canPublish: attachment.canPublish,
-      request,
-    });
-    if (outcome.ok) {
-      if (outcome.data !== undefined) attachment.data = outcome.data;
-      if (outcome.canPublish === false) attachment.canPublish = false;
-      return null;
-    }
-    // The edge turns this into a socket closed with the code, or passes it on to a client that asked for X-Refusal: http.
-    const answer = CONNECT_REFUSALS[outcome.code];
-    if (outcome.code !== "internal") logEvent("refusal", { room: this.#room, reason: "connect_refused", code: outcome.code, close: answer.close });
-    const body: ErrorBody = { error: answer.error, message: outcome.message };
-    const headers: Record<string, string> = { [REFUSAL_CLOSE_HEADER]: String(answer.close) };
-    if (answer.status === 503) headers["Retry-After"] = "5";
-    return Response.json(body, { status: answer.status, headers });
-  }
 
   #roomFull(): Response {
     logEvent("refusal", { room: this.#room, reason: "room_full", connections: this.engine.size });
