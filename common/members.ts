@@ -3,6 +3,7 @@
  * checked at the edge (token claims, open-mode parameters) and relied on by
  * the objects.
  */
+import { isPrintable, wellFormedJson } from "./text";
 import { utf8Length } from "./utf8";
 
 /** Longest member id: a token's `sub` is bounded the same way. */
@@ -30,14 +31,19 @@ export function checkMemberInfo(value: unknown, source: string): MemberInfoCheck
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     return { ok: false, message: `${source} must be a JSON object` };
   }
-  const json = JSON.stringify(value);
+  const json = wellFormedJson(value);
+  if (json === null) return { ok: false, message: `${source} must hold well-formed text (no lone surrogate)` };
   if (utf8Length(json) > MAX_MEMBER_INFO_BYTES) {
     return { ok: false, message: `${source} must be at most ${MAX_MEMBER_INFO_BYTES} bytes as JSON` };
   }
   return { ok: true, json };
 }
 
-/** Whether `id` can name a member: a non-empty string of at most MAX_MEMBER_ID_LENGTH characters. */
+/**
+ * Whether `id` can name a member: 1 to MAX_MEMBER_ID_LENGTH characters of
+ * well-formed text without control characters (it travels URI-encoded in a
+ * header, and is shown to other members).
+ */
 export function isValidMemberId(id: string): boolean {
-  return id.length > 0 && id.length <= MAX_MEMBER_ID_LENGTH;
+  return id.length > 0 && id.length <= MAX_MEMBER_ID_LENGTH && isPrintable(id);
 }

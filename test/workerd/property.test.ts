@@ -255,7 +255,9 @@ const arbitraryClaims = fc.record(
     prefix: fc.oneof(fc.string({ maxLength: 3 }), fc.anything()),
     exp: fc.oneof(fc.integer(), fc.double(), fc.string(), fc.constant(null), fc.constant(4_102_444_800)),
     nbf: fc.oneof(fc.integer(), fc.string()),
-    sub: fc.anything(),
+    // Any code unit, lone surrogates and control characters included: claims cross into headers.
+    sub: fc.oneof(fc.anything(), fc.string({ unit: "binary", maxLength: 6 })),
+    info: fc.oneof(fc.anything(), fc.dictionary(fc.string({ unit: "binary", maxLength: 3 }), fc.string({ unit: "binary", maxLength: 3 }), { maxKeys: 2 })),
     pub: fc.anything(),
   },
   { requiredKeys: [] },

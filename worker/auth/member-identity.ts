@@ -34,7 +34,7 @@ export function memberVerdict(claims: SubscribeClaims | null, query: URLSearchPa
     if (rawInfo !== null) return { ok: false, message: "info needs member: ?member=<id>&info=<JSON object>" };
     return { ok: true, headers: {} };
   }
-  if (!isValidMemberId(id)) return { ok: false, message: `member must be 1-${MAX_MEMBER_ID_LENGTH} characters` };
+  if (!isValidMemberId(id)) return { ok: false, message: `member must be 1-${MAX_MEMBER_ID_LENGTH} characters of well-formed text without control characters` };
   if (rawInfo === null) return { ok: true, headers: memberHeaders(id, null, false) };
   let parsed: unknown;
   try {

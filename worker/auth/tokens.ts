@@ -1,7 +1,8 @@
 import { sign, verify } from "hono/jwt";
 import { JwtTokenExpired, JwtTokenNotBefore } from "hono/utils/jwt/types";
 import { isValidRoomName } from "../../protocol";
-import { checkMemberInfo } from "../../common/members";
+import { checkMemberInfo, isValidMemberId } from "../../common/members";
+import { isPrintable } from "../../common/text";
 
 /**
  * Claims of a subscribe token (an HS256 JWT signed with TOKEN_SECRET).
@@ -64,11 +65,11 @@ function claimsProblem(payload: Record<string, unknown>): string | null {
   if (room !== undefined && (typeof room !== "string" || !isValidRoomName(room))) {
     return "the room claim must be a valid room name";
   }
-  if (prefix !== undefined && (typeof prefix !== "string" || prefix === "" || prefix.length > MAX_PREFIX_LENGTH)) {
-    return "the prefix claim must be a non-empty string of at most 64 characters";
+  if (prefix !== undefined && (typeof prefix !== "string" || prefix === "" || prefix.length > MAX_PREFIX_LENGTH || !isPrintable(prefix))) {
+    return "the prefix claim must be a non-empty string of at most 64 characters, well-formed, without control characters";
   }
-  if (sub !== undefined && (typeof sub !== "string" || sub.length > MAX_SUBJECT_LENGTH)) {
-    return "the sub claim must be a string of at most 256 characters";
+  if (sub !== undefined && (typeof sub !== "string" || sub.length > MAX_SUBJECT_LENGTH || (sub !== "" && !isValidMemberId(sub)))) {
+    return "the sub claim must be a string of at most 256 characters, well-formed, without control characters";
   }
   if (pub !== undefined && typeof pub !== "boolean") return "the pub claim must be true or false";
   if (payload.info !== undefined) {
