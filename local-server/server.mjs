@@ -51,6 +51,16 @@ const FIRST_BYTE_MS = 5000;
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * The rooms' frame limit as common/settings.ts reads it (frameBytesFor): MAX_FRAME_BYTES, but never
+ * below three times MAX_MESSAGE_BYTES plus 1 KiB, so a message merely over its limit reaches the room
+ * and is refused there with `too_large` while the socket stays.
+ */
+function frameLimit(vars) {
+  const message = Number(vars.MAX_MESSAGE_BYTES) || 65_536;
+  return Math.max(Number(vars.MAX_FRAME_BYTES) || 0, 3 * message + 1024);
+}
+
 function fail(message, code = 1) {
   console.error(`edge-fanout: ${message}`);
   process.exit(code);
@@ -218,7 +228,7 @@ async function main() {
           reservedForHttp: plan.reservedForHttp,
           firstByteMs: FIRST_BYTE_MS,
           // The room's own limit: a message over it would be refused with 1009 anyway, after workerd buffered it.
-          maxMessageBytes: Number(vars.MAX_FRAME_BYTES) || 65_536,
+          maxMessageBytes: frameLimit(vars),
           report: (counts) => console.log(JSON.stringify({ event: "gate", ...counts })),
         })
       : null;

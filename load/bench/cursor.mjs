@@ -198,7 +198,7 @@ class Reader {
         if (this.ws !== ws) return;
         this.ws = null;
         this.closes.push(code);
-        if (this.reconnect && !this.stopped && ![1000, 1009, 4000, 4001, 4003].includes(code)) {
+        if (this.reconnect && !this.stopped && ![1000, 4000, 4001, 4003].includes(code)) {
           setTimeout(() => this.open().catch(() => {}), Math.random() * 200);
         }
       };

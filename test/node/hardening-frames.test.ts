@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
+import { DEFAULTS } from "../../common/settings";
 import { CloseCode } from "../../protocol";
 import { startServer, type LocalServer } from "../helpers/server";
 
@@ -20,7 +21,7 @@ afterAll(async () => {
   await Promise.all([gated?.stop(), direct?.stop()]);
 });
 
-const MAX_FRAME = 65_536;
+const MAX_FRAME = DEFAULTS.MAX_FRAME_BYTES;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function rssMb(pid: number): number {
@@ -81,20 +82,22 @@ describe("oversized client messages", () => {
   it("behind the gate are counted across fragments, and messages within the limit pass whole or fragmented", async () => {
     const room = "fragments";
     const client = await open(gated, room);
-    // Exactly the limit: a valid publish frame of MAX_FRAME bytes reaches the room and is published.
+    // Exactly the limit: a publish frame of MAX_FRAME bytes passes the gate, and the room answers it
+    // (its data is over the message limit: too_large, and the socket stays).
     const envelope = JSON.stringify({ type: "publish", data: "", id: "edge" });
     const exact = JSON.stringify({ type: "publish", data: "y".repeat(MAX_FRAME - envelope.length), id: "edge" });
     expect(Buffer.byteLength(exact)).toBe(MAX_FRAME);
     client.ws.send(exact);
-    expect(await waitFor(client, (e) => e.type === "published" && e.id === "edge")).toMatchObject({ seq: 1 });
+    expect(await waitFor(client, (e) => e.type === "error" && e.id === "edge")).toMatchObject({ code: "too_large" });
     // A message in two fragments, 40 KB in all.
     const whole = JSON.stringify({ type: "publish", data: "z".repeat(40_000), id: "frag" });
     client.ws.send(whole.slice(0, 20_000), { fin: false });
     client.ws.send(whole.slice(20_000), { fin: true });
-    expect(await waitFor(client, (e) => e.type === "published" && e.id === "frag")).toMatchObject({ seq: 2 });
-    // Two fragments of 40 KB: each within the limit, the message not.
-    client.ws.send("a".repeat(40_000), { fin: false });
-    client.ws.send("a".repeat(40_000), { fin: true });
+    expect(await waitFor(client, (e) => e.type === "published" && e.id === "frag")).toMatchObject({ seq: 1 });
+    // Two fragments each within the limit, the message not.
+    const half = Math.ceil((MAX_FRAME + 1) / 2);
+    client.ws.send("a".repeat(half), { fin: false });
+    client.ws.send("a".repeat(half), { fin: true });
     expect(await client.closed).toBe(CloseCode.MESSAGE_TOO_BIG);
   });
 

@@ -35,6 +35,7 @@ async function publishOver(s: TestSocket, id: string, frame: string): Promise<Se
 describe("a socket publish and the message limit", () => {
   it("announces the limit in the welcome", async () => {
     const s = await TestSocket.open(`${server.wsUrl}/rooms/size-welcome/ws`);
+    await s.waitFor((x) => x.events.length > 0);
     expect((s.events[0] as WelcomeEvent).maxMessageBytes).toBe(LIMIT);
     s.close();
   });
@@ -62,6 +63,7 @@ describe("a socket publish and the message limit", () => {
     s.ws.send(JSON.stringify({ type: "publish", id: "huge", data: dataOfSize(DEFAULTS.MAX_FRAME_BYTES + 10) }));
     expect((await s.closed).code).toBe(CloseCode.MESSAGE_TOO_BIG);
     const again = await TestSocket.open(`${server.wsUrl}/rooms/${room}/ws?since=0`);
+    await again.waitFor((x) => x.events.length > 0);
     expect((again.events[0] as WelcomeEvent).seq).toBe(0);
     again.close();
   });
