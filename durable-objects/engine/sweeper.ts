@@ -14,10 +14,14 @@ export interface SweeperHost {
   heartbeat(): void;
   /** Sockets of the room held by other objects (a sharded room's leaves): while there are any, the room is live. */
   otherSockets(): number;
-  /** With no socket anywhere: when the object wants its alarm for work of its own (a room: giving its storage back), or null. */
-  idleAlarmAt(now: number): number | null;
-  /** With no socket anywhere, at the alarm: that work. The alarm is then set again from `idleAlarmAt`. */
-  onIdleAlarm(now: number): Promise<void>;
+  /**
+   * When the object wants its alarm for work of its own, or null: with no socket anywhere
+   * (`live` false) a room gives its storage back from it; any object may have work that is due
+   * sooner than the next sweep. The alarm is set for the earliest of that and the sweep.
+   */
+  alarmWanted(now: number, live: boolean): number | null;
+  /** At the alarm, after the sweep: that work. The alarm is then set again. */
+  onAlarm(now: number, live: boolean): Promise<void>;
   /** For logs. */
   name(): string | null;
 }
@@ -32,7 +36,8 @@ export interface SweeperHost {
  *   runtime, no frame) are closed with 4010. A socket's last frame time is
  *   kept in its attachment, so this holds whether or not the object slept;
  * - while the object has sockets, the alarm is the heartbeat of its reports;
- *   without any, the object's own idle work runs from it.
+ *   the object's own work (giving storage back once it has none, anything
+ *   else that falls due) runs from it too.
  */
 export class Sweeper {
   readonly #ctx: DurableObjectState;
@@ -82,24 +87,22 @@ export class Sweeper {
     this.#alarmAt = 0;
     const now = Date.now();
     this.sweep(now);
-    if (this.#live()) this.#host.heartbeat();
-    else await this.#host.onIdleAlarm(now);
+    const live = this.#live();
+    if (live) this.#host.heartbeat();
+    await this.#host.onAlarm(now, live);
     await this.ensureAlarm();
   }
 
   /**
    * Makes sure an alarm is due: the next sweep while the object has sockets,
-   * or whatever the object wants when it has none.
+   * or sooner when the object wants it for work of its own.
    */
   async ensureAlarm(): Promise<void> {
     const now = Date.now();
-    let want: number | null;
-    if (this.#live()) {
-      if (this.#options.idleTimeoutMs === 0) return;
-      want = now + this.#options.idleTimeoutMs;
-    } else {
-      want = this.#host.idleAlarmAt(now);
-    }
+    const live = this.#live();
+    const sweep = live && this.#options.idleTimeoutMs > 0 ? now + this.#options.idleTimeoutMs : null;
+    const work = this.#host.alarmWanted(now, live);
+    const want = sweep === null ? work : work === null ? sweep : Math.min(sweep, work);
     if (want === null || (this.#alarmAt !== 0 && this.#alarmAt <= want)) return;
     const current = await this.#ctx.storage.getAlarm();
     if (current === null || current > want) await this.#ctx.storage.setAlarm(want);

@@ -205,12 +205,12 @@ export class LeafCore implements EngineHost, FollowerHost, ReportSource {
     return 0;
   }
 
-  /** A leaf stores nothing: without sockets it has no work on its alarm. */
-  idleAlarmAt(): null {
+  /** A leaf stores nothing: it has no work of its own on its alarm. */
+  alarmWanted(): null {
     return null;
   }
 
-  async onIdleAlarm(): Promise<void> {}
+  async onAlarm(): Promise<void> {}
 
   // -------------------------------------------------------------------------
   // The follower's host and the reports' source

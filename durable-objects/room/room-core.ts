@@ -288,12 +288,12 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     return this.#leaves.connections;
   }
 
-  idleAlarmAt(now: number): number | null {
-    return this.#reclaim.alarmAt(now);
+  alarmWanted(now: number, live: boolean): number | null {
+    return live ? null : this.#reclaim.alarmAt(now);
   }
 
-  onIdleAlarm(now: number): Promise<void> {
-    return this.#reclaim.onAlarm(now);
+  async onAlarm(now: number, live: boolean): Promise<void> {
+    if (!live) await this.#reclaim.onAlarm(now);
   }
 
   // -------------------------------------------------------------------------
