@@ -17,6 +17,10 @@ export type ErrorCode =
   | "room_full"
   | "over_capacity"
   | "rate_limited"
+  /** A multiplexed connection already follows MAX_ROOMS_PER_CONNECTION rooms. */
+  | "too_many_rooms"
+  /** A multiplexed connection named a room it does not follow. */
+  | "not_subscribed"
   | "internal";
 
 /** Every refusal over HTTP is a status with this body. */

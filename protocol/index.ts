@@ -16,4 +16,5 @@ export * from "./close-codes.js";
 export * from "./errors.js";
 export * from "./http.js";
 export * from "./rooms.js";
+export * from "./multiplex.js";
 export * from "./json.js";
