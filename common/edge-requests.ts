@@ -6,6 +6,7 @@
  * these headers a client sends itself.
  */
 import { isValidMemberId, type MemberIdentity } from "./members";
+import type { RoomGrant } from "./tokens";
 
 /** Whether the socket may publish ("true"/"false"), decided from its token. */
 export const CAN_PUBLISH_HEADER = "x-can-publish";
@@ -32,6 +33,13 @@ export const PLACEMENT_HEADER = "x-leaf-placement";
  */
 export const REFUSAL_CLOSE_HEADER = "x-refusal-close";
 
+/**
+ * On an upgrade of a multiplexed connection: the rooms its token grants, as
+ * URI-encoded JSON of RoomGrant[] (absent: every room, with publishing: the
+ * service has no TOKEN_SECRET).
+ */
+export const GRANTS_HEADER = "x-grants";
+
 /** Every header only the edge may set: the worker deletes these from what clients send. */
 export const EDGE_HEADERS = [
   CAN_PUBLISH_HEADER,
@@ -41,6 +49,7 @@ export const EDGE_HEADERS = [
   MEMBER_VERIFIED_HEADER,
   LEAF_FULL_HEADER,
   REFUSAL_CLOSE_HEADER,
+  GRANTS_HEADER,
 ] as const;
 
 /**
@@ -93,4 +102,22 @@ export function parseLeafName(name: string): { room: string; index: number } | n
   const index = Number(name.slice(slash + 1));
   if (slash <= 0 || !/^\d{1,6}$/.test(name.slice(slash + 1)) || !Number.isSafeInteger(index)) return null;
   return { room: name.slice(0, slash), index };
+}
+
+/** The value of GRANTS_HEADER for `grants`. */
+export function encodeGrants(grants: readonly RoomGrant[]): string {
+  return encodeURIComponent(JSON.stringify(grants));
+}
+
+/** The grants an upgrade forwarded by the edge carries: null for every room (no header), [] when the header does not decode. */
+export function grantsFromHeaders(headers: Headers): RoomGrant[] | null {
+  const value = headers.get(GRANTS_HEADER);
+  if (value === null) return null;
+  try {
+    const parsed: unknown = JSON.parse(decodeURIComponent(value));
+    return Array.isArray(parsed) ? (parsed as RoomGrant[]) : [];
+  } catch {
+    // Only the edge sets it; a value that does not decode grants nothing.
+    return [];
+  }
 }

@@ -64,6 +64,16 @@ export const DEFAULTS = {
   ROOM_MAX_LEAVES: 64,
   /** A leaf that has had no socket for this long is retired (the root stops pushing to it). */
   ROOM_LEAF_RETIRE_MS: 30_000,
+  /** Rooms one multiplexed connection (`GET /ws`) may follow at once. */
+  MAX_ROOMS_PER_CONNECTION: 100,
+  /** Sustained subscribes per second one multiplexed connection may send; past its burst they are refused with `rate_limited`. */
+  SUBSCRIBES_PER_SECOND: 20,
+  /** Subscribes a multiplexed connection may send at once (a client opening with its rooms). */
+  SUBSCRIBE_BURST: 100,
+  /** Objects that hold multiplexed connections (docs/multiplexing.md): each connection goes to one of them. */
+  MULTIPLEX_HUBS: 16,
+  /** Multiplexed connections one of those objects takes; past it a connection goes to another, or gets 503. */
+  MAX_CONNECTIONS_PER_HUB: 2000,
 } as const;
 
 export type LimitName = keyof typeof DEFAULTS;
@@ -82,6 +92,13 @@ export const MAX_PRESENCE_MEMBERS = 1000;
 export const MAX_ROOM_LEAVES = 1000;
 /** Upper bound on ROOM_SHARD_SOCKETS: the platform's 32,768 hibernatable sockets per object, with a margin. */
 export const MAX_SHARD_SOCKETS = 32_000;
+/**
+ * Upper bound on MAX_ROOMS_PER_CONNECTION: a connection's subscriptions live in its attachment
+ * (at most 16 KiB) beside its identity, about 70 bytes a room.
+ */
+export const MAX_ROOMS_PER_CONNECTION = 150;
+/** Upper bound on MULTIPLEX_HUBS: a room's flush is one push per hub that follows it. */
+export const MAX_HUBS = 1024;
 
 /**
  * Largest connection data a room's hooks may attach to a socket (onConnect,
@@ -120,6 +137,10 @@ const BOUNDS: Partial<Record<LimitName, readonly [min: number, max: number]>> = 
   ROOM_SHARD_SOCKETS: [0, MAX_SHARD_SOCKETS],
   ROOM_MAX_LEAVES: [1, MAX_ROOM_LEAVES],
   ROOM_LEAF_RETIRE_MS: [0, 3_600_000],
+  MAX_ROOMS_PER_CONNECTION: [1, MAX_ROOMS_PER_CONNECTION],
+  SUBSCRIBE_BURST: [1, 10_000],
+  MULTIPLEX_HUBS: [1, MAX_HUBS],
+  MAX_CONNECTIONS_PER_HUB: [1, MAX_SHARD_SOCKETS],
 };
 
 /** Access control. An absent or empty secret switches its check off (open mode). */

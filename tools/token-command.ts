@@ -1,4 +1,4 @@
-import { DEFAULT_TOKEN_TTL_SECONDS, mintToken, type TokenRequest } from "../worker/auth/tokens";
+import { DEFAULT_TOKEN_TTL_SECONDS, mintToken, type TokenRequest } from "../common/tokens";
 
 export const TOKEN_CLI_USAGE = `Mints a subscribe token signed with TOKEN_SECRET (from the environment, else .dev.vars).
 

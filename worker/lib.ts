@@ -55,7 +55,7 @@ export type {
   PublishTransform,
 } from "../durable-objects/room/hooks";
 export { MAX_CONNECTION_DATA_BYTES, MAX_FRAMES_AWAITING_HOOKS } from "../common/settings";
-export { mintToken, verifyToken, type SubscribeClaims, type TokenRequest } from "./auth/tokens";
+export { mintToken, verifyToken, type SubscribeClaims, type TokenRequest } from "../common/tokens";
 export {
   CloseCode,
   CUSTOM_TYPE_PATTERN,

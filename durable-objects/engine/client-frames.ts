@@ -3,9 +3,12 @@ import {
   PING,
   PONG,
   parseClientFrame,
+  parseMultiplexFrame,
+  type AuthFrame,
   type CustomClientFrame,
   type PublishedEvent,
-  type PublishFrame,
+  type SubscribeFrame,
+  type UnsubscribeFrame,
   type ServerError,
 } from "../../protocol";
 import { logEvent } from "../../common/log";
@@ -31,6 +34,20 @@ export interface FrameHost {
   persistAttachment(socket: SocketState): void;
   /** For logs. */
   name(): string | null;
+  /** Present on an object whose sockets are multiplexed connections: what their own frames do. */
+  readonly multiplexed?: MultiplexFrames;
+}
+
+/** What a multiplexed connection's frames of its own ask of the object that holds it. */
+export interface MultiplexFrames {
+  /** Follow a room (answered `subscribed` or `error`); has a budget of its own, not the frame budget. */
+  subscribe(socket: SocketState, frame: SubscribeFrame): Promise<void>;
+  /** Stop following a room (answered `unsubscribed`). */
+  unsubscribe(socket: SocketState, frame: UnsubscribeFrame): void;
+  /** A fresh token (answered `authorized`, or the socket is closed with 4001). */
+  authorize(socket: SocketState, frame: AuthFrame): Promise<void>;
+  /** Whether the socket may publish into `room` (its token's grant for it). */
+  mayPublish(socket: SocketState, room: string): boolean;
 }
 
 export interface FrameLimits {
@@ -101,16 +118,12 @@ export class ClientFrames {
         this.#delivery.sendControl(socket, PONG);
         return;
       }
+      if (this.#host.multiplexed) return await this.#multiplexed(socket, message, now, this.#host.multiplexed);
       const parsed = parseClientFrame(message);
       if (!parsed.ok) return this.#refuse(ws, "bad_frame", CloseCode.BAD_FRAME, parsed.error);
       const frame = parsed.value;
       const cursor = socket.cursor;
-      if (frame.type === "ack") {
-        const verdict = this.#delivery.ack(cursor, frame.seq, frame.tag, now);
-        if (verdict === "forged") return this.#refuse(ws, "bad_ack", CloseCode.BAD_FRAME, "ack for a message this socket was not sent, or with the wrong tag");
-        if (verdict === "stale") this.#spend(socket, now);
-        return;
-      }
+      if (frame.type === "ack") return this.#ack(cursor, frame.seq, frame.tag, now);
       const hooks = this.#host.hooks;
       if (frame.type !== "publish") {
         if (!hooks.handlesClientFrames) {
@@ -124,29 +137,81 @@ export class ClientFrames {
         this.#error(socket, { type: "error", code: "forbidden", message: "this socket may not publish", id: frame.id });
         return;
       }
-      const dataJson = JSON.stringify(frame.data);
-      const bytes = utf8Length(dataJson);
-      if (bytes > this.#limits.maxMessageBytes) {
-        this.#counters.refused("too_large");
-        this.#error(socket, { type: "error", code: "too_large", message: `the message is ${bytes} bytes as JSON, over the limit of ${this.#limits.maxMessageBytes}`, id: frame.id });
-        return;
-      }
-      if (hooks.ordersFrames) return await this.#inOrder(socket, frame.id, () => this.#publish(cursor, frame, dataJson));
-      await this.#publish(cursor, frame, dataJson);
+      await this.#publishChecked(cursor, frame.data, frame.id);
     } catch (error) {
       logEvent("error", { room: this.#host.name(), socket: socket.attachment.id, where: "message", error: String(error) });
       this.#delivery.close(ws, CloseCode.INTERNAL_ERROR, "internal error");
     }
   }
 
-  async #publish(cursor: Cursor, frame: PublishFrame, dataJson: string): Promise<void> {
+  /** A multiplexed connection's frame: every room frame names its room. */
+  async #multiplexed(socket: SocketState, message: string, now: number, rooms: MultiplexFrames): Promise<void> {
+    const parsed = parseMultiplexFrame(message);
+    if (!parsed.ok) return this.#refuse(socket.ws, "bad_frame", CloseCode.BAD_FRAME, parsed.error);
+    const frame = parsed.value;
+    switch (frame.type) {
+      case "subscribe":
+        return rooms.subscribe(socket, frame);
+      case "unsubscribe":
+        if (!this.#spend(socket, now)) return;
+        return rooms.unsubscribe(socket, frame);
+      case "auth":
+        if (!this.#spend(socket, now)) return;
+        return rooms.authorize(socket, frame);
+      case "ack": {
+        const cursor = socket.cursors.get(frame.room);
+        // A room unsubscribed a moment ago: its frames are released by a later ack of another room.
+        if (!cursor) {
+          this.#spend(socket, now);
+          return;
+        }
+        return this.#ack(cursor, frame.seq, frame.tag, now);
+      }
+      case "publish": {
+        if (!this.#spend(socket, now)) return;
+        const cursor = socket.cursors.get(frame.room);
+        if (!cursor) {
+          this.#error(socket, { type: "error", room: frame.room, code: "not_subscribed", message: "subscribe to a room before publishing into it", id: frame.id });
+          return;
+        }
+        if (!rooms.mayPublish(socket, frame.room)) {
+          this.#error(socket, { type: "error", room: frame.room, code: "forbidden", message: "this connection may not publish into this room", id: frame.id });
+          return;
+        }
+        return this.#publishChecked(cursor, frame.data, frame.id);
+      }
+    }
+  }
+
+  #ack(cursor: Cursor, seq: number, tag: number, now: number): void {
+    const verdict = this.#delivery.ack(cursor, seq, tag, now);
+    if (verdict === "forged") return this.#refuse(cursor.socket.ws, "bad_ack", CloseCode.BAD_FRAME, "ack for a message this socket was not sent, or with the wrong tag");
+    if (verdict === "stale") this.#spend(cursor.socket, now);
+  }
+
+  /** A publish within the frame budget and the socket's rights: sized, then passed through the hooks in order when they watch. */
+  async #publishChecked(cursor: Cursor, data: unknown, id: string | undefined): Promise<void> {
     const socket = cursor.socket;
+    const dataJson = JSON.stringify(data);
+    const bytes = utf8Length(dataJson);
+    if (bytes > this.#limits.maxMessageBytes) {
+      this.#counters.refused("too_large");
+      this.#error(socket, cursor.stream.label({ type: "error", code: "too_large", message: `the message is ${bytes} bytes as JSON, over the limit of ${this.#limits.maxMessageBytes}`, id }));
+      return;
+    }
+    if (this.#host.hooks.ordersFrames) return await this.#inOrder(socket, id, () => this.#publish(cursor, data, dataJson, id));
+    await this.#publish(cursor, data, dataJson, id);
+  }
+
+  async #publish(cursor: Cursor, data: unknown, dataJson: string, id: string | undefined): Promise<void> {
+    const socket = cursor.socket;
+    const stream = cursor.stream;
     let json = dataJson;
     const hooks = this.#host.hooks;
     if (hooks.checksPublishes) {
-      const checked = await hooks.checkPublish(dataJson, frame.data, { kind: "socket", socket });
+      const checked = await hooks.checkPublish(dataJson, data, { kind: "socket", socket });
       if (!checked.ok) {
-        this.#answer(socket, { type: "error", code: checked.refusal.error, message: checked.refusal.message, id: frame.id });
+        this.#answer(socket, stream.label({ type: "error", code: checked.refusal.error, message: checked.refusal.message, id }));
         return;
       }
       json = checked.dataJson;
@@ -154,18 +219,18 @@ export class ClientFrames {
     let seq: number;
     try {
       const outcome = await this.#host.publishFrom(cursor, json);
-      // Refused by the root's beforePublish (a socket on a leaf of a sharded room).
+      // Refused by the root's beforePublish (a socket on another object of the room).
       if ("refused" in outcome) {
-        this.#answer(socket, { type: "error", code: outcome.refused.error, message: outcome.refused.message, id: frame.id });
+        this.#answer(socket, stream.label({ type: "error", code: outcome.refused.error, message: outcome.refused.message, id }));
         return;
       }
       seq = outcome.seq;
     } catch {
-      this.#answer(socket, { type: "error", code: "internal", message: "the message could not be stored", id: frame.id });
+      this.#answer(socket, stream.label({ type: "error", code: "internal", message: "the message could not be stored", id }));
       return;
     }
-    const published: PublishedEvent = { type: "published", id: frame.id, seq };
-    this.#answer(socket, published);
+    const published: PublishedEvent = { type: "published", id, seq };
+    this.#answer(socket, stream.label(published));
   }
 
   async #custom(socket: SocketState, frame: CustomClientFrame): Promise<void> {
@@ -182,7 +247,7 @@ export class ClientFrames {
   }
 
   /** Answers a frame whose handling waited: only a socket still here is told. */
-  #answer(socket: SocketState, event: PublishedEvent | ServerError): void {
+  #answer(socket: SocketState, event: PublishedEvent | ServerError | (ServerError & { room: string }) | (PublishedEvent & { room: string })): void {
     if (this.#delivery.get(socket.ws) === socket) this.#delivery.sendControl(socket, JSON.stringify(event));
   }
 
@@ -201,7 +266,7 @@ export class ClientFrames {
     this.#delivery.close(ws, code, message);
   }
 
-  #error(socket: SocketState, event: ServerError): void {
+  #error(socket: SocketState, event: ServerError | (ServerError & { room: string })): void {
     this.#delivery.sendControl(socket, JSON.stringify(event));
   }
 }

@@ -108,14 +108,36 @@ export class Delivery {
    */
   follow(socket: SocketState, stream: Stream, sentSeq: number, now: number): Cursor | null {
     this.#streams.add(stream);
-    const cursor = new Cursor(socket, stream, socket.cursors.length, sentSeq);
-    socket.cursors.push(cursor);
+    const cursor = new Cursor(socket, stream, socket.nextCursorIndex++, sentSeq);
+    socket.cursors.set(stream.room, cursor);
     stream.cursors.set(socket.ws, cursor);
     if (sentSeq < stream.flushedSeq) {
       this.#fallBehind(cursor, now);
       this.catchUp(cursor, now);
     }
     return this.#sockets.get(socket.ws) === socket ? cursor : null;
+  }
+
+  /** The socket stops following `cursor`'s room; what is in flight of it stays in its window until acknowledged. */
+  unfollow(cursor: Cursor): void {
+    const { socket, stream } = cursor;
+    if (stream.cursors.get(socket.ws) !== cursor) return;
+    stream.cursors.delete(socket.ws);
+    socket.cursors.delete(stream.room);
+    if (cursor.behind) {
+      stream.behind -= 1;
+      cursor.stalledSince = null;
+    }
+  }
+
+  /** Rooms this object holds sockets of. */
+  streams(): IterableIterator<Stream> {
+    return this.#streams.values();
+  }
+
+  /** A room's stream that no socket here follows any more is forgotten (an object that follows many rooms drops it). */
+  dropStream(stream: Stream): void {
+    if (stream.cursors.size === 0) this.#streams.delete(stream);
   }
 
   /**
@@ -145,7 +167,7 @@ export class Delivery {
     const socket = this.#sockets.get(ws);
     if (!socket) return undefined;
     this.#sockets.delete(ws);
-    for (const cursor of socket.cursors) {
+    for (const cursor of socket.cursors.values()) {
       cursor.stream.cursors.delete(ws);
       if (cursor.behind) cursor.stream.behind -= 1;
     }
@@ -188,7 +210,7 @@ export class Delivery {
     const socket = cursor.socket;
     const verdict = socket.window.ack(cursor.index, seq, tag, cursor.sentSeq);
     if (verdict !== "released") return verdict;
-    for (const each of socket.cursors) {
+    for (const each of [...socket.cursors.values()]) {
       if (!each.behind) continue;
       each.stalledSince = now;
       this.catchUp(each, now);
@@ -214,7 +236,7 @@ export class Delivery {
       this.#counters.rowsRead(read.rowsRead);
       if (read.lost) {
         const lost: LostEvent = { type: "lost", reason: "history", from: read.lost.from, to: Math.min(read.lost.to, stream.flushedSeq) };
-        if (!this.#send(socket, JSON.stringify(lost))) return;
+        if (!this.#send(socket, JSON.stringify(stream.label(lost)))) return;
         this.#counters.lost(lost.to - lost.from + 1);
         cursor.sentSeq = lost.to;
       }

@@ -1,8 +1,19 @@
-import { CloseCode, PING, PONG, type LostEvent, type ResumePoint, type WelcomeEvent } from "../../protocol";
+import {
+  CloseCode,
+  PING,
+  PONG,
+  type ConnectionWelcomeEvent,
+  type ErrorCode,
+  type LostEvent,
+  type ResumePoint,
+  type SubscribedEvent,
+  type UnsubscribedEvent,
+  type WelcomeEvent,
+} from "../../protocol";
 import { logEvent } from "../../common/log";
 import type { Limits } from "../../common/settings";
 import type { SocketAttachment } from "./attachment";
-import { ClientFrames, type FrameHost } from "./client-frames";
+import { ClientFrames, type FrameHost, type MultiplexFrames } from "./client-frames";
 import type { RoomCounters } from "./counters";
 import type { Cursor } from "./cursor";
 import { Delivery, type LeaveCause } from "./delivery";
@@ -12,7 +23,7 @@ import { Stream, type MessageSource } from "./stream";
 import { Sweeper, type SweeperHost } from "./sweeper";
 
 /** What a room's presence on this object needs beyond the engine: a sharded room counts members over several objects. */
-export type PresenceHooks = Pick<PresenceSink, "roomCount" | "countsOnly" | "memberChanged">;
+export type PresenceHooks = Pick<PresenceSink, "memberChanged">;
 
 /** What the engine asks of the object it runs in: its sweep, its publishes, and what it hears of sockets coming and going. */
 export interface EngineHost extends SweeperHost, Omit<FrameHost, "persistAttachment"> {
@@ -78,7 +89,7 @@ export class SocketEngine {
         occupancyChanged: (connections) => host.occupancyChanged(connections),
         left: (socket, cause) => this.#left(socket, cause),
         released: (socket) => {
-          for (const cursor of socket.cursors) this.#presences.get(cursor.stream)?.refresh(cursor);
+          for (const cursor of socket.cursors.values()) this.#presences.get(cursor.stream)?.refresh(cursor);
         },
         name: () => host.name(),
       },
@@ -94,6 +105,7 @@ export class SocketEngine {
         },
         persistAttachment: (socket) => socket.ws.serializeAttachment(socket.attachment),
         name: () => host.name(),
+        multiplexed: host.multiplexed,
       },
     );
     this.sweeper = new Sweeper(ctx, this.delivery, counters, { idleTimeoutMs: limits.IDLE_TIMEOUT_SECONDS * 1000 }, host);
@@ -106,9 +118,13 @@ export class SocketEngine {
     return this.delivery.size;
   }
 
-  /** A room whose sockets this object will hold, its messages read from `source`. */
-  openStream(room: string, source: MessageSource, presence: PresenceHooks = {}): Stream {
-    const stream = new Stream(room, source);
+  /**
+   * A room whose sockets this object will hold, its messages read from
+   * `source`; `scoped` when its sockets are multiplexed connections (every
+   * event names the room).
+   */
+  openStream(room: string, source: MessageSource, presence: PresenceHooks = {}, scoped = false): Stream {
+    const stream = new Stream(room, source, scoped);
     this.#presences.set(
       stream,
       new Presence(
@@ -133,6 +149,13 @@ export class SocketEngine {
     return this.#presences.get(stream) as Presence;
   }
 
+  /** A room no socket here follows any more is forgotten, its presence with it. */
+  closeStream(stream: Stream): void {
+    if (stream.cursors.size > 0) return;
+    this.#presences.delete(stream);
+    this.delivery.dropStream(stream);
+  }
+
   /**
    * Accepts a socket into `stream`: the welcome, then (for a resume) the
    * messages after `since` from the source, or a `lost` event when the
@@ -140,40 +163,92 @@ export class SocketEngine {
    * from the future); then the room's presence.
    */
   async accept(stream: Stream, admission: Admission): Promise<Response> {
-    const pair = new WebSocketPair();
-    const client = pair[0];
-    const server = pair[1];
-    const now = Date.now();
-    this.#ctx.acceptWebSocket(server);
-    server.serializeAttachment(admission.attachment);
-    const socket = new SocketState(server, admission.attachment);
-    const latest = stream.flushedSeq;
+    const { socket, client } = this.#open(admission.attachment);
     const welcome: WelcomeEvent = {
       type: "welcome",
       room: stream.room,
-      seq: latest,
+      seq: stream.flushedSeq,
       epoch: admission.epoch,
       window: this.#limits.WINDOW_BYTES,
       rate: this.#rate,
       maxMessageBytes: this.#limits.MAX_MESSAGE_BYTES,
     };
-    server.send(JSON.stringify(welcome));
-    let start = latest;
-    const { since, epoch } = admission.resume;
-    if (since !== null) {
-      if ((epoch !== null && epoch !== admission.epoch) || since > latest) {
-        const lost: LostEvent = { type: "lost", reason: "epoch", from: 1, to: latest };
-        server.send(JSON.stringify(lost));
-      } else {
-        start = since;
-      }
-    }
+    socket.ws.send(JSON.stringify(welcome));
     this.delivery.join(socket);
-    const cursor = this.delivery.follow(socket, stream, start, now);
-    // A failed send during catch-up forgets the socket; it is not a member then.
-    if (cursor) this.presence(stream).join(cursor);
+    this.#follow(socket, stream, admission.resume, admission.epoch);
     await this.sweeper.ensureAlarm();
     return new Response(null, { status: 101, webSocket: client });
+  }
+
+  /** Accepts a multiplexed connection: its welcome, and no room yet (it subscribes to them). */
+  async acceptConnection(attachment: SocketAttachment): Promise<Response> {
+    const { socket, client } = this.#open(attachment);
+    const welcome: ConnectionWelcomeEvent = {
+      type: "welcome",
+      window: this.#limits.WINDOW_BYTES,
+      rate: this.#rate,
+      maxMessageBytes: this.#limits.MAX_MESSAGE_BYTES,
+      maxRooms: this.#limits.MAX_ROOMS_PER_CONNECTION,
+      subscribeRate: { perSecond: this.#limits.SUBSCRIBES_PER_SECOND, burst: Math.max(1, this.#limits.SUBSCRIBE_BURST) },
+    };
+    socket.ws.send(JSON.stringify(welcome));
+    this.delivery.join(socket);
+    await this.sweeper.ensureAlarm();
+    return new Response(null, { status: 101, webSocket: client });
+  }
+
+  /**
+   * A multiplexed connection follows `stream`: `subscribed` says where the room
+   * stands, then (for a resume) the messages after `since`, or `lost` when its
+   * history is not the room's; then the room's presence. Null when the socket
+   * did not survive the catch-up.
+   */
+  subscribe(socket: SocketState, stream: Stream, resume: ResumePoint, epoch: string): Cursor | null {
+    const subscribed: SubscribedEvent = { type: "subscribed", room: stream.room, seq: stream.flushedSeq, epoch };
+    if (!this.delivery.sendControl(socket, JSON.stringify(subscribed))) return null;
+    return this.#follow(socket, stream, resume, epoch);
+  }
+
+  /** The connection stops following `cursor`'s room: `unsubscribed` (with why, when the server ended it), and it leaves the room's presence. */
+  unsubscribe(cursor: Cursor, why?: { code: ErrorCode; reason: string }): void {
+    const { socket, stream } = cursor;
+    if (stream.cursors.get(socket.ws) !== cursor) return;
+    this.delivery.unfollow(cursor);
+    this.#presences.get(stream)?.leave(cursor, Date.now());
+    const unsubscribed: UnsubscribedEvent = { type: "unsubscribed", room: stream.room, ...(why ? { code: why.code, reason: why.reason } : {}) };
+    this.delivery.sendControl(socket, JSON.stringify(unsubscribed));
+  }
+
+  /** A new socket, accepted with the Hibernation API, its attachment written. */
+  #open(attachment: SocketAttachment): { socket: SocketState; client: WebSocket } {
+    const pair = new WebSocketPair();
+    const client = pair[0];
+    const server = pair[1];
+    this.#ctx.acceptWebSocket(server);
+    server.serializeAttachment(attachment);
+    return { socket: new SocketState(server, attachment), client };
+  }
+
+  /**
+   * The socket follows `stream` from where it asks to resume, or from the
+   * room's present; one from another history (or from the future) starts
+   * level, told what it lost. Then the room's presence.
+   */
+  #follow(socket: SocketState, stream: Stream, resume: ResumePoint, epoch: string): Cursor | null {
+    const latest = stream.flushedSeq;
+    let start = latest;
+    if (resume.since !== null) {
+      if ((resume.epoch !== null && resume.epoch !== epoch) || resume.since > latest) {
+        const lost: LostEvent = { type: "lost", reason: "epoch", from: 1, to: latest };
+        if (!this.delivery.sendControl(socket, JSON.stringify(stream.label(lost)))) return null;
+      } else {
+        start = resume.since;
+      }
+    }
+    const cursor = this.delivery.follow(socket, stream, start, Date.now());
+    // A failed send during catch-up forgets the socket; it is not a member then.
+    if (cursor) this.presence(stream).join(cursor);
+    return cursor;
   }
 
   /**
@@ -247,7 +322,7 @@ export class SocketEngine {
 
   #left(socket: SocketState, cause: LeaveCause): void {
     const now = Date.now();
-    for (const cursor of socket.cursors) this.#presences.get(cursor.stream)?.leave(cursor, now);
+    for (const cursor of socket.cursors.values()) this.#presences.get(cursor.stream)?.leave(cursor, now);
     this.#host.left?.(socket, cause);
   }
 }

@@ -21,8 +21,10 @@ export class SocketState {
   readonly ws: WebSocket;
   readonly attachment: SocketAttachment;
   readonly window = new SendWindow();
-  /** The rooms this socket follows, by the index its window marks carry. */
-  readonly cursors: Cursor[] = [];
+  /** The rooms this socket follows, by name (a socket of a room or a leaf follows one). */
+  readonly cursors = new Map<string, Cursor>();
+  /** The index the next cursor's window marks carry: never reused while the socket lives. */
+  nextCursorIndex = 0;
   /** Last time the client sent anything (heartbeats excluded: the runtime stamps those). */
   lastActivity: number;
   #tokens = -1;
@@ -36,7 +38,7 @@ export class SocketState {
 
   /** The cursor of a socket that follows one room (every socket of a room or a leaf). */
   get cursor(): Cursor {
-    return this.cursors[0] as Cursor;
+    return this.cursors.values().next().value as Cursor;
   }
 
   /**

@@ -38,6 +38,13 @@ export interface MessageSource {
 export class Stream {
   readonly room: string;
   readonly source: MessageSource;
+  /**
+   * Whether its events name the room (`"room": ...`): on a multiplexed
+   * connection every event does; on a room's own socket none does. The
+   * source's messages already carry it then (the object that follows the
+   * room stores them so).
+   */
+  readonly scoped: boolean;
   /** The cursors of this room on this object, by socket. */
   readonly cursors = new Map<WebSocket, Cursor>();
   /** Highest seq handed to the live path; new sockets start level with it. */
@@ -45,10 +52,18 @@ export class Stream {
   /** Cursors catching up from the source right now. */
   behind = 0;
 
-  constructor(room: string, source: MessageSource) {
+  constructor(room: string, source: MessageSource, scoped = false) {
     this.room = room;
     this.source = source;
+    this.scoped = scoped;
     this.flushedSeq = source.seq;
+  }
+
+  /** `event` as this stream's sockets get it: with the room's name right after its type when the stream is scoped. */
+  label<T extends { type: string }>(event: T): T | (T & { room: string }) {
+    if (!this.scoped) return event;
+    const { type, ...rest } = event;
+    return { type, room: this.room, ...rest } as T & { room: string };
   }
 
   /** The source starts over (the room gave its storage back, or a leaf restarted): so does the live path. */

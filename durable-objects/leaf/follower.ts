@@ -45,6 +45,7 @@ export interface FollowerHost {
 export class RoomFollower {
   readonly ring: MessageRing;
   readonly stream: Stream;
+  readonly #engine: SocketEngine;
   readonly #delivery: Delivery;
   readonly #counters: RoomCounters;
   readonly #batch: BatchLimits;
@@ -52,8 +53,6 @@ export class RoomFollower {
   #epoch = "";
   /** Whether the ring's seq is where this object's sockets are (false: ask the root before serving). */
   #known = false;
-  /** The room's member count, as the root last said. */
-  roomMembers = 0;
   #syncing: Promise<void> | null = null;
   #pushes: Promise<unknown> = Promise.resolve();
   #fetching = false;
@@ -67,6 +66,7 @@ export class RoomFollower {
     host: FollowerHost,
     presence: PresenceHooks,
   ) {
+    this.#engine = engine;
     this.#delivery = engine.delivery;
     this.#counters = counters;
     this.#batch = limits.batch;
@@ -96,8 +96,9 @@ export class RoomFollower {
     this.ring.reset(start.seq);
     for (const cursor of this.stream.cursors.values()) cursor.sentSeq = start.seq;
     this.stream.reset();
-    this.roomMembers = start.members;
     this.#known = true;
+    // A follower is always part of a room of several objects: its sockets see the room's roster.
+    this.#engine.presence(this.stream).share(start.roster);
     this.#host.moved();
   }
 
@@ -126,16 +127,15 @@ export class RoomFollower {
     });
   }
 
-  /** One push from the root, applied in order after any push still applying. Resolves with whether the member count changed. */
-  push(batch: LeafBatch): Promise<boolean> {
+  /** One push from the root, applied in order after any push still applying. */
+  push(batch: LeafBatch): Promise<void> {
     return this.#serial(async () => {
-      if (!this.#known || batch.epoch !== this.#epoch) this.restart({ epoch: batch.epoch, seq: batch.after, members: batch.members });
-      const membersChanged = batch.members !== this.roomMembers;
-      this.roomMembers = batch.members;
+      const roster = batch.roster ?? { members: null, count: batch.members };
+      if (!this.#known || batch.epoch !== this.#epoch) this.restart({ epoch: batch.epoch, seq: batch.after, members: batch.members, roster });
+      else if (batch.roster) this.#engine.presence(this.stream).share(batch.roster);
       const before = this.ring.seq;
       await this.#apply(batch.lost, batch.messages, Date.now());
       if (this.ring.seq !== before) this.#host.moved();
-      return membersChanged;
     });
   }
 

@@ -64,12 +64,8 @@ export class LeafCore implements EngineHost, FollowerHost, ReportSource {
       this.#counters,
       { maxMessages: limits.HISTORY_MAX_MESSAGES, batch: { maxBytes: limits.BATCH_MAX_BYTES, maxEvents: limits.BATCH_MAX_EVENTS } },
       this,
-      {
-        // The room's count comes from the root; a member that just arrived here counts before the root has heard of it.
-        roomCount: () => Math.max(this.#follower.roomMembers, this.#reports.members),
-        countsOnly: () => true,
-        memberChanged: (id, view) => this.#reports.memberChanged(id, view),
-      },
+      // The leaf's members go to the root in reports; the room's roster comes back with pushes.
+      { memberChanged: (id, view) => this.#reports.memberChanged(id, view) },
     );
     this.#restore();
   }
@@ -134,7 +130,7 @@ export class LeafCore implements EngineHost, FollowerHost, ReportSource {
   }
 
   async push(batch: LeafBatch): Promise<LeafReport> {
-    if (await this.#follower.push(batch)) this.engine.presence(this.#follower.stream).countChanged();
+    await this.#follower.push(batch);
     return this.#reports.take(batch.full);
   }
 
@@ -253,11 +249,8 @@ export class LeafCore implements EngineHost, FollowerHost, ReportSource {
     return this.#follower.known;
   }
 
-  roomMembers(count: number): void {
-    if (count === this.#follower.roomMembers) return;
-    this.#follower.roomMembers = count;
-    this.engine.presence(this.#follower.stream).countChanged();
-  }
+  /** The root's answer to a report: the room's count, which the next push's roster also carries. */
+  roomMembers(): void {}
 
   // -------------------------------------------------------------------------
 
@@ -271,6 +264,7 @@ export class LeafCore implements EngineHost, FollowerHost, ReportSource {
     });
     // Without a mark (no socket holds one) the root says where the leaf is, on first use.
     const found = mark as { seq: number; epoch: string } | null;
-    if (found) this.#follower.restart({ epoch: found.epoch, seq: found.seq, members: this.#reports.members }, false);
+    // Until the root's next push brings the roster, the leaf shows the members it holds.
+    if (found) this.#follower.restart({ epoch: found.epoch, seq: found.seq, members: this.#reports.members, roster: { members: null, count: this.#reports.members } }, false);
   }
 }

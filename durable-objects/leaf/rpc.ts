@@ -7,6 +7,7 @@
  */
 import type { RoomCounterValues, RoomLeafStats } from "../../protocol";
 import type { Message } from "../engine/message";
+import type { Roster } from "../engine/presence";
 
 /** Where the room stands, for a leaf that opens or lost track (its sockets are level at `seq`). */
 export interface LeafStart {
@@ -14,6 +15,8 @@ export interface LeafStart {
   seq: number;
   /** The room's member count, over the root and every leaf. */
   members: number;
+  /** The room's roster (its members over every object, or only their count above the cap). */
+  roster: Roster;
 }
 
 /** A range of seqs the root's history no longer holds. */
@@ -36,6 +39,8 @@ export interface LeafBatch {
   messages: Message[];
   /** The room's member count. */
   members: number;
+  /** The room's roster, when it changed since the last push (absent: unchanged). */
+  roster?: Roster;
   /** Report every member, not only those that changed (the root lost its picture). */
   full: boolean;
 }

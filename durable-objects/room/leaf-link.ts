@@ -1,5 +1,6 @@
 import { backoffCeiling } from "../../common/jitter";
 import type { Message } from "../engine/message";
+import type { Roster } from "../engine/presence";
 import type { RoomLeaf } from "../leaf/leaf";
 import type { LeafBatch, LeafReport, LostRange } from "../leaf/rpc";
 
@@ -26,6 +27,8 @@ export interface LinkHost {
   latest(): number;
   /** The room's member count. */
   members(): number;
+  /** The room's roster, for a push that carries it. */
+  roster(): Roster;
   /** Messages from `from` on from the room's history, about `budget` bytes. */
   read(from: number, budget: number): { messages: Message[]; lost: LostRange | null };
   reported(link: LeafLink, report: LeafReport): void;
@@ -74,6 +77,8 @@ export class LeafLink {
   #inFlight = false;
   #behind = false;
   #membersDue = false;
+  /** The roster goes with the next push: it changed, or the leaf does not have it (a new link, a failed push). */
+  #rosterDue = true;
   #fullDue: boolean;
   #failures = 0;
   #retry: ReturnType<typeof setTimeout> | null = null;
@@ -135,6 +140,7 @@ export class LeafLink {
   /** The member count changed: a push carries it, with messages or alone. */
   membersChanged(): void {
     this.#membersDue = true;
+    this.#rosterDue = true;
     this.pump();
   }
 
@@ -198,11 +204,14 @@ export class LeafLink {
       messages = this.#queue.splice(0, take);
       this.#queuedBytes -= bytes;
     }
-    if (messages.length === 0 && lost === null && !this.#membersDue && !this.#fullDue) return null;
+    if (messages.length === 0 && lost === null && !this.#membersDue && !this.#fullDue && !this.#rosterDue) return null;
     const full = this.#fullDue;
+    const batch: LeafBatch = { epoch: this.#host.epoch(), after, lost, messages, members: this.#host.members(), full };
+    if (this.#rosterDue) batch.roster = this.#host.roster();
     this.#membersDue = false;
     this.#fullDue = false;
-    return { epoch: this.#host.epoch(), after, lost, messages, members: this.#host.members(), full };
+    this.#rosterDue = false;
+    return batch;
   }
 
   #answered(report: LeafReport, last: number): void {
@@ -227,8 +236,9 @@ export class LeafLink {
     this.#inFlight = false;
     this.#failures += 1;
     this.failingSince ??= Date.now();
-    // Whatever the leaf made of the lost push, the next one asks for its whole picture.
+    // Whatever the leaf made of the lost push, the next one asks for its whole picture, and gives the roster.
     this.#fullDue = true;
+    this.#rosterDue = true;
     this.#fallBehind();
     // A stub whose object broke stays broken: the next attempt gets a fresh one.
     this.#stub = this.#host.stub(this.index);

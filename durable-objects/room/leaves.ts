@@ -3,6 +3,7 @@ import { zeroCounters } from "../../common/counters";
 import { leafName, PLACEMENT_HEADER, type Placement } from "../../common/edge-requests";
 import { logEvent } from "../../common/log";
 import type { Message } from "../engine/message";
+import type { Roster } from "../engine/presence";
 import type { MessageSource } from "../engine/stream";
 import type { RoomLeaf } from "../leaf/leaf";
 import type { LeafHistory, LeafMember, LeafReport, LeafSnapshot, LeafStart, LostRange } from "../leaf/rpc";
@@ -30,6 +31,8 @@ export interface LeavesHost {
   latest(): number;
   /** The room's member count, over every object. */
   members(): number;
+  /** The room's roster, over every object. */
+  roster(): Roster;
   read(from: number, budget: number): { messages: Message[]; lost: LostRange | null };
   /** The set of leaves changed: it is stored, so a root that restarts keeps pushing to them. */
   saveDirectory(indices: readonly number[]): void;
@@ -99,6 +102,7 @@ export class Leaves {
       epoch: () => host.epoch(),
       latest: () => host.latest(),
       members: () => host.members(),
+      roster: () => host.roster(),
       read: (from, budget) => host.read(from, budget),
       reported: (link, report) => this.#reported(link, report),
       failed: (link, error) => this.#failed(link, error),
@@ -183,9 +187,18 @@ export class Leaves {
     return reached;
   }
 
-  /** The room's member count changed: the leaves hear of it at most once per count interval. */
-  membersChanged(): void {
-    if (this.#links.size === 0 || this.#membersTimer !== null) return;
+  /**
+   * The room's members changed. While the room lists its members (`listing`)
+   * the leaves hear of it with the next push; above the cap, where only the
+   * count changes, at most once per count interval.
+   */
+  membersChanged(listing: boolean): void {
+    if (this.#links.size === 0) return;
+    if (listing) {
+      for (const link of this.#links.values()) link.membersChanged();
+      return;
+    }
+    if (this.#membersTimer !== null) return;
     const wait = Math.max(0, this.#membersSentAt + this.#options.countIntervalMs - Date.now());
     this.#membersTimer = setTimeout(() => {
       this.#membersTimer = null;
@@ -201,7 +214,7 @@ export class Leaves {
    */
   sync(index: number): LeafStart {
     const link = this.#links.get(index) ?? this.#adopt(index, this.#host.latest());
-    return { epoch: this.#host.epoch(), seq: link.acked, members: this.#host.members() };
+    return { epoch: this.#host.epoch(), seq: link.acked, members: this.#host.members(), roster: this.#host.roster() };
   }
 
   /** A leaf's report outside a push (its sockets changed while no message flowed). Returns the room's member count. */
@@ -325,7 +338,7 @@ export class Leaves {
       const link = this.#adopt(index, this.#host.latest());
       try {
         // The root calls the leaf first, so the leaf is created near the root (pushes stay short).
-        await link.stub.open({ epoch: this.#host.epoch(), seq: link.acked, members: this.#host.members() });
+        await link.stub.open({ epoch: this.#host.epoch(), seq: link.acked, members: this.#host.members(), roster: this.#host.roster() });
         return link;
       } catch (error) {
         logEvent("error", { room: this.#host.roomName(), where: "leaf_open", leaf: index, error: String(error) });

@@ -9,6 +9,7 @@ import { RoomCounters, type StoredCounters } from "../engine/counters";
 import type { Cursor } from "../engine/cursor";
 import type { LeaveCause } from "../engine/delivery";
 import type { Message } from "../engine/message";
+import type { Roster } from "../engine/presence";
 import type { PublishOutcome, PublishResult } from "../engine/publish-outcome";
 import { SocketEngine, type EngineHost } from "../engine/socket-engine";
 import type { SocketState } from "../engine/socket-state";
@@ -63,6 +64,8 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   readonly #instanceStartedAt = Date.now();
   /** Whether this instance has told the directory that the room holds storage. */
   #listed = false;
+  /** Whether a roster update for the room's own sockets is queued. */
+  #rosterQueued = false;
   /** Whether the room (its own sockets and its leaves') was last reported as having sockets. */
   #occupied = false;
   /** Requests this instance received, by kind: what a sharded room's root is asked (GET /rooms/{room}). */
@@ -99,9 +102,7 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
       { maxMessageBytes: limits.MAX_MESSAGE_BYTES, count: (reason) => this.counters.refused(reason) },
     );
     this.#stream = this.engine.openStream(this.#room, this.#history, {
-      // Sharded: events carry the room's count over every object, and are counts only.
-      roomCount: () => (this.#leaves.sharded ? this.#members.count : null),
-      countsOnly: () => this.#leaves.sharded,
+      // The room's own members join its roster, which its sockets see once it spans several objects.
       memberChanged: (id, view) => this.#members.setLocal(id, view),
     });
     this.#members = new RoomMembers(() => this.#membersChanged());
@@ -334,6 +335,10 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     return this.#memberCount();
   }
 
+  roster(): Roster {
+    return this.#members.roster(this.limits.PRESENCE_MAX_MEMBERS);
+  }
+
   read(from: number, budget: number): { messages: Message[]; lost: LostRange | null } {
     const read = historyMessages(this.#history, from, budget, this.#stream.flushedSeq);
     this.counters.rowsRead(read.rowsRead);
@@ -361,8 +366,8 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     this.counters.add(delta);
   }
 
-  shardedChanged(): void {
-    this.engine.presence(this.#stream).resync();
+  shardedChanged(sharded: boolean): void {
+    this.engine.presence(this.#stream).share(sharded ? this.roster() : null);
   }
 
   // -------------------------------------------------------------------------
@@ -425,9 +430,22 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     return this.engine.presence(this.#stream).count;
   }
 
+  /**
+   * The room's roster changed (a member came or went here or on another
+   * object): the other objects hear of it with their next push, the room's
+   * own sockets a turn later (a change that started with one of them has
+   * been shown to it by then, as its own join or leave).
+   */
   #membersChanged(): void {
-    this.#leaves.membersChanged();
-    if (this.#leaves.sharded) this.engine.presence(this.#stream).countChanged();
+    if (!this.#leaves.sharded) return;
+    const roster = this.roster();
+    this.#leaves.membersChanged(roster.members !== null);
+    if (this.#rosterQueued) return;
+    this.#rosterQueued = true;
+    queueMicrotask(() => {
+      this.#rosterQueued = false;
+      if (this.#leaves.sharded) this.engine.presence(this.#stream).share(this.roster());
+    });
   }
 
   /**

@@ -1,5 +1,5 @@
 import type { PresenceMember, PresencePage } from "../../protocol";
-import type { LocalMember } from "../engine/presence";
+import type { LocalMember, Roster } from "../engine/presence";
 import type { LeafMember } from "../leaf/rpc";
 
 interface Entry {
@@ -25,7 +25,7 @@ export class RoomMembers {
   readonly #entries = new Map<string, Entry>();
   readonly #changed: () => void;
 
-  /** `changed` runs when the count changes. */
+  /** `changed` runs when a member comes or goes, or its connections change. */
   constructor(changed: () => void) {
     this.#changed = changed;
   }
@@ -47,7 +47,7 @@ export class RoomMembers {
     } else {
       this.#entries.set(id, { info: view.info, verified: view.verified, local: view, leaves: new Map() });
     }
-    if (this.#entries.size !== before) this.#changed();
+    if (this.#entries.size !== before || view !== null) this.#changed();
   }
 
   /** A leaf's report of some of its members. */
@@ -65,7 +65,7 @@ export class RoomMembers {
         this.#entries.set(member.id, { info: member.info, verified: member.verified, local: null, leaves: new Map([[index, member.connections]]) });
       }
     }
-    if (this.#entries.size !== before) this.#changed();
+    if (this.#entries.size !== before || members.length > 0) this.#changed();
   }
 
   /** A leaf reported every member it holds: the ones it no longer lists are gone from it. */
@@ -81,6 +81,12 @@ export class RoomMembers {
   /** A leaf was retired or lost: it holds nobody. */
   dropLeaf(index: number): void {
     this.replaceLeaf(index, []);
+  }
+
+  /** The room's roster for its objects' presence: every member while there are at most `cap`, else the count alone. */
+  roster(cap: number): Roster {
+    if (this.#entries.size > cap) return { members: null, count: this.#entries.size };
+    return { members: [...this.#entries.entries()].map(([id, entry]) => this.#describe(id, entry)), count: this.#entries.size };
   }
 
   /** Members in id order after `cursor`, at most `limit` (`GET /rooms/{room}/presence` of a sharded room). */

@@ -2,7 +2,7 @@ import { sign } from "hono/jwt";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { CloseCode, parseServerFrame, type ErrorBody, type ServerEvent } from "../../protocol";
-import { mintToken } from "../../worker/auth/tokens";
+import { mintToken } from "../../common/tokens";
 import { runTokenCli } from "../../tools/token-command";
 import { startServer, type LocalServer } from "../helpers/server";
 

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { mintToken } from "../../worker/auth/tokens";
+import { mintToken } from "../../common/tokens";
 import { startServer, type LocalServer } from "../helpers/server";
 import { hasChromium, launchChromium } from "./browser-harness";
 import { publish } from "./sdk-harness";

@@ -6,7 +6,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import { mintToken } from "../../worker/auth/tokens";
+import { mintToken } from "../../common/tokens";
 import { privateDirOf, startServer, type LocalServer } from "../helpers/server";
 
 // `npm start` reads configuration as `wrangler dev` does, and keeps secrets

@@ -1,7 +1,7 @@
 import { sign } from "hono/jwt";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CloseCode, type PresenceEvent, type RoomList } from "../../protocol";
-import { mintToken } from "../../worker/auth/tokens";
+import { mintToken } from "../../common/tokens";
 import { startServer, type LocalServer } from "../helpers/server";
 import { publish, roomStats, TestSocket } from "../helpers/socket";
 

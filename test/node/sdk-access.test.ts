@@ -2,7 +2,7 @@ import type { Browser } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { RoomClient, type RoomClientOptions, type WebSocketConstructor } from "../../client-sdk/src/index";
-import { mintToken } from "../../worker/auth/tokens";
+import { mintToken } from "../../common/tokens";
 import { startServer, type LocalServer } from "../helpers/server";
 import { hasChromium, launchChromium } from "./browser-harness";
 import { Recorder, publish, waitFor } from "./sdk-harness";

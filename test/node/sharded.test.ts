@@ -224,7 +224,8 @@ describe("a room past ROOM_SHARD_SOCKETS", () => {
     for (const socket of sockets) {
       await socket.waitFor((s) => s.presence.at(-1)?.count === 3, 5000, "the room's count");
     }
-    expect(sockets[3]?.presence.every((e) => e.action === "sync" || e.action === "count")).toBe(true);
+    // Within the member cap every object's sockets see the room's members, wherever they are held.
+    await (sockets[3] as TestSocket).waitFor((s) => s.presence.some((e) => e.action === "sync" && e.members !== undefined), 5000, "a member list on a leaf");
     // The room is one room to the registry and to broadcasts.
     const list = (await (await fetch(`${server.url}/rooms?prefix=sharded-members`)).json()) as { rooms: { room: string }[] };
     expect(list.rooms.map((r) => r.room)).toEqual([room]);
@@ -309,20 +310,20 @@ describe("a room past ROOM_SHARD_SOCKETS", () => {
     expect(grown.leaves?.length).toBeGreaterThanOrEqual(2);
     await publish(server.url, room, "while sharded");
     for (const socket of [...rootSockets, ...leafSockets]) await socket.waitForMessages(1);
-    // Sharded, the root's sockets get counts; the room has 5 members.
-    await (rootSockets[0] as TestSocket).waitFor((s) => s.presence.at(-1)?.count === 5 && !("members" in (s.presence.at(-1) ?? {})), 5000, "counts");
+    // Sharded, the root's sockets see the members of every object (the room is within its member cap): 5 of them.
+    const joinedIds = (s: TestSocket) => new Set(s.presence.flatMap((e) => (e.action === "join" ? [e.member.id] : e.action === "sync" ? (e.members ?? []).map((m) => m.id) : [])));
+    await (rootSockets[0] as TestSocket).waitFor((s) => s.presence.at(-1)?.count === 5 && ["l0", "l1", "l2"].every((id) => joinedIds(s).has(id)), 5000, "the leaves' members");
 
     for (const socket of leafSockets) socket.close();
     (rootSockets[1] as TestSocket).close();
     const shrunk = await until(() => roomStats(server.url, room), (s) => s.leaves === undefined, "the leaves to retire", RETIRE_MS + 10_000);
     expect(shrunk.connections).toBe(1);
     expect(shrunk.rootConnections).toBeUndefined();
-    // One object again: the remaining socket gets the member list back, and the next socket stays on the root.
+    // One object again: the remaining socket saw every other member leave, and the next socket stays on the root.
     const remaining = rootSockets[0] as TestSocket;
-    await remaining.waitFor((s) => {
-      const last = s.presence.at(-1);
-      return last?.action === "sync" && last.members?.map((m) => m.id).join() === "r1";
-    }, 5000, "a sync with the member list");
+    await remaining.waitFor((s) => s.presence.at(-1)?.count === 1, 5000, "the others' leaves");
+    const left = new Set(remaining.presence.flatMap((e) => (e.action === "leave" ? [e.member.id] : [])));
+    expect([...left].sort()).toEqual(["l0", "l1", "l2", "r2"]);
     const next = await openOn(room);
     expect(next.on).toBe(-1);
     await publish(server.url, room, "one object again");

@@ -22,7 +22,7 @@ import {
   type ServerEvent,
 } from "../../protocol";
 import { DEFAULTS } from "../../common/settings";
-import { mintToken } from "../../worker/auth/tokens";
+import { mintToken } from "../../common/tokens";
 import { createFanoutApp } from "../../worker/app";
 
 type FetchLike = (request: Request) => Promise<Response>;

@@ -6,6 +6,6 @@
 export { requirePublishKey, secretsEqual, bearerCredentials } from "./publish-key";
 export { subscribeAccess } from "./subscribe-access";
 export { warnWhenOpen, openModeGaps } from "./open-mode";
-export { mintToken, verifyToken, tokenAllowsRoom, DEFAULT_TOKEN_TTL_SECONDS, type SubscribeClaims, type TokenRequest, type TokenCheck } from "./tokens";
+export { mintToken, verifyToken, tokenAllowsRoom, DEFAULT_TOKEN_TTL_SECONDS, type SubscribeClaims, type TokenRequest, type TokenCheck } from "../../common/tokens";
 export { FANOUT_SUBPROTOCOL, TOKEN_SUBPROTOCOL_PREFIX, parseSubprotocolOffer } from "./subprotocol";
 export { refusalAnswer, type RefusalReason } from "./refusal";

@@ -1,6 +1,6 @@
 import { memberHeaders } from "../../common/edge-requests";
 import { checkMemberInfo, isValidMemberId, MAX_MEMBER_ID_LENGTH } from "../../common/members";
-import type { SubscribeClaims } from "./tokens";
+import type { SubscribeClaims } from "../../common/tokens";
 
 /** Query parameters an open-mode socket names itself with. */
 export const MEMBER_QUERY = "member";

@@ -1,12 +1,12 @@
 import type { Context, MiddlewareHandler } from "hono";
-import { CAN_PUBLISH_HEADER, EDGE_HEADERS, TOKEN_EXPIRES_HEADER } from "../../common/edge-requests";
+import { CAN_PUBLISH_HEADER, EDGE_HEADERS, encodeGrants, GRANTS_HEADER, TOKEN_EXPIRES_HEADER } from "../../common/edge-requests";
 import { jsonError } from "../errors";
 import { memberVerdict } from "./member-identity";
 import { originAllowed } from "./origins";
 import { refuseUpgrade } from "./refusal";
 import { accessSettings } from "../../common/settings";
 import { FANOUT_SUBPROTOCOL, parseSubprotocolOffer } from "./subprotocol";
-import { tokenAllowsRoom, verifyToken, type SubscribeClaims } from "./tokens";
+import { accessTo, grantsOf, verifyToken, type SubscribeClaims } from "../../common/tokens";
 
 /** Swaps the request the route handler forwards to the room for one with the edge's verdict. */
 function forwardWith(c: Context, set: Record<string, string>): void {
@@ -48,9 +48,24 @@ function selectSubprotocol(c: Context): void {
  * With no TOKEN_SECRET the socket is open and may publish.
  */
 export function subscribeAccess(): MiddlewareHandler {
+  return socketAccess("room");
+}
+
+/**
+ * Guards `GET /ws`, the multiplexed connection, as `subscribeAccess` guards a
+ * room's socket, except that no room is named yet: a valid token is required
+ * (with TOKEN_SECRET set) and its grants travel to the connection's object in
+ * an edge header (GRANTS_HEADER), which checks every subscribe against them.
+ * Without TOKEN_SECRET the connection may follow and publish into any room.
+ */
+export function connectionAccess(): MiddlewareHandler {
+  return socketAccess("connection");
+}
+
+function socketAccess(kind: "room" | "connection"): MiddlewareHandler {
   return async (c, next) => {
     const settings = accessSettings(c.env as Record<string, unknown>);
-    const room = c.req.param("room") ?? "";
+    const room = kind === "room" ? (c.req.param("room") ?? "") : undefined;
 
     if (!originAllowed(c.req.header("origin"), settings.allowedOrigins)) {
       return refuseUpgrade(c, "origin_not_allowed", "this origin may not open sockets", { room });
@@ -69,10 +84,14 @@ export function subscribeAccess(): MiddlewareHandler {
       }
       const check = await verifyToken(token, settings.tokenSecret);
       if (!check.ok) return refuseUpgrade(c, check.reason, check.message, { room });
-      if (!tokenAllowsRoom(check.claims, room)) {
-        return refuseUpgrade(c, "room_not_allowed", "the token does not open this room", { room, subject: check.claims.sub });
+      const grants = grantsOf(check.claims);
+      if (room !== undefined) {
+        const access = accessTo(grants, room);
+        if (access === null) return refuseUpgrade(c, "room_not_allowed", "the token does not open this room", { room, subject: check.claims.sub });
+        verdict[CAN_PUBLISH_HEADER] = access.pub ? "true" : "false";
+      } else {
+        verdict[GRANTS_HEADER] = encodeGrants(grants);
       }
-      verdict[CAN_PUBLISH_HEADER] = check.claims.pub === true ? "true" : "false";
       // Past the largest safe integer the room would ignore it; such a token never expires in practice anyway.
       verdict[TOKEN_EXPIRES_HEADER] = String(Math.min(Math.floor(check.claims.exp * 1000), Number.MAX_SAFE_INTEGER));
       claims = check.claims;

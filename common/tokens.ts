@@ -1,14 +1,30 @@
 import { sign, verify } from "hono/jwt";
 import { JwtTokenExpired, JwtTokenNotBefore } from "hono/utils/jwt/types";
-import { isValidRoomName } from "../../protocol";
-import { checkMemberInfo, isValidMemberId } from "../../common/members";
-import { isPrintable } from "../../common/text";
+import { isValidRoomName } from "../protocol";
+import { checkMemberInfo, isValidMemberId } from "./members";
+import { isPrintable } from "./text";
+
+/**
+ * One grant of a token: the rooms it opens (one exact `room`, or every room
+ * whose name starts with `prefix`) and whether the holder may publish into
+ * them (`pub`; absent: the token's own `pub`).
+ */
+export interface RoomGrant {
+  room?: string;
+  prefix?: string;
+  pub?: boolean;
+}
+
+/** Grants one token may carry: a connection follows at most MAX_ROOMS_PER_CONNECTION rooms, and a token travels in headers. */
+export const MAX_GRANTS = 100;
 
 /**
  * Claims of a subscribe token (an HS256 JWT signed with TOKEN_SECRET).
  *
  * A token names the rooms it opens with `room` (one exact name), `prefix`
- * (every room whose name starts with it) or both (either matches).
+ * (every room whose name starts with it), `grants` (several of either, each
+ * with its own right to publish), or any of them together: a room is open
+ * when any of them matches it.
  */
 export interface SubscribeClaims {
   /** Exact room name the token opens. */
@@ -33,6 +49,8 @@ export interface SubscribeClaims {
   info?: Record<string, unknown>;
   /** True when the holder may publish over the socket; absent or false = listen only. */
   pub?: boolean;
+  /** Further rooms and prefixes, each with its own `pub` (a multiplexed connection follows several). */
+  grants?: RoomGrant[];
 }
 
 /** What to put in a token; `exp` defaults to now + `ttlSeconds`. */
@@ -57,17 +75,39 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
-/** Shape errors in a claim set, or null when it is a usable subscribe token. */
-function claimsProblem(payload: Record<string, unknown>): string | null {
-  const { room, prefix, exp, sub, pub } = payload;
-  if (typeof exp !== "number" || !Number.isFinite(exp)) return "the token has no expiry (exp)";
-  if (room === undefined && prefix === undefined) return "the token names no room (room or prefix)";
+/** Shape errors in a room or prefix claim (of the token, or of one grant), or null. */
+function roomsProblem(room: unknown, prefix: unknown, where: string): string | null {
   if (room !== undefined && (typeof room !== "string" || !isValidRoomName(room))) {
-    return "the room claim must be a valid room name";
+    return `the room claim${where} must be a valid room name`;
   }
   if (prefix !== undefined && (typeof prefix !== "string" || prefix === "" || prefix.length > MAX_PREFIX_LENGTH || !isPrintable(prefix))) {
-    return "the prefix claim must be a non-empty string of at most 64 characters, well-formed, without control characters";
+    return `the prefix claim${where} must be a non-empty string of at most 64 characters, well-formed, without control characters`;
   }
+  return null;
+}
+
+function grantsProblem(grants: unknown): string | null {
+  if (grants === undefined) return null;
+  if (!Array.isArray(grants) || grants.length > MAX_GRANTS) return `the grants claim must be a list of at most ${MAX_GRANTS} grants`;
+  for (const [i, grant] of grants.entries()) {
+    if (!isObject(grant)) return `grant ${i} must be an object`;
+    if (grant.room === undefined && grant.prefix === undefined) return `grant ${i} names no room (room or prefix)`;
+    const problem = roomsProblem(grant.room, grant.prefix, ` of grant ${i}`);
+    if (problem) return problem;
+    if (grant.pub !== undefined && typeof grant.pub !== "boolean") return `the pub claim of grant ${i} must be true or false`;
+  }
+  return null;
+}
+
+/** Shape errors in a claim set, or null when it is a usable subscribe token. */
+function claimsProblem(payload: Record<string, unknown>): string | null {
+  const { room, prefix, exp, sub, pub, grants } = payload;
+  if (typeof exp !== "number" || !Number.isFinite(exp)) return "the token has no expiry (exp)";
+  if (room === undefined && prefix === undefined && (grants === undefined || (Array.isArray(grants) && grants.length === 0))) {
+    return "the token names no room (room, prefix or grants)";
+  }
+  const rooms = roomsProblem(room, prefix, "") ?? grantsProblem(grants);
+  if (rooms) return rooms;
   if (sub !== undefined && (typeof sub !== "string" || sub.length > MAX_SUBJECT_LENGTH || (sub !== "" && !isValidMemberId(sub)))) {
     return "the sub claim must be a string of at most 256 characters, well-formed, without control characters";
   }
@@ -87,6 +127,15 @@ function pickClaims(payload: Record<string, unknown>): SubscribeClaims {
   if (typeof payload.sub === "string") claims.sub = payload.sub;
   if (typeof payload.pub === "boolean") claims.pub = payload.pub;
   if (payload.info !== undefined) claims.info = payload.info as Record<string, unknown>;
+  if (Array.isArray(payload.grants)) {
+    claims.grants = (payload.grants as Record<string, unknown>[]).map((g) => {
+      const grant: RoomGrant = {};
+      if (typeof g.room === "string") grant.room = g.room;
+      if (typeof g.prefix === "string") grant.prefix = g.prefix;
+      if (typeof g.pub === "boolean") grant.pub = g.pub;
+      return grant;
+    });
+  }
   return claims;
 }
 
@@ -126,8 +175,33 @@ export async function verifyToken(token: string, secret: string): Promise<TokenC
   return { ok: true, claims: pickClaims(payload) };
 }
 
-/** Whether `claims` open `room`: its exact name, or a name starting with the prefix. */
+/** A token's grants as one list: its own `room`/`prefix` first, each grant's `pub` resolved. */
+export function grantsOf(claims: SubscribeClaims): RoomGrant[] {
+  const own = claims.pub === true;
+  const grants: RoomGrant[] = [];
+  if (claims.room !== undefined) grants.push({ room: claims.room, pub: own });
+  if (claims.prefix !== undefined) grants.push({ prefix: claims.prefix, pub: own });
+  for (const grant of claims.grants ?? []) grants.push({ ...grant, pub: grant.pub ?? own });
+  return grants;
+}
+
+/**
+ * What `grants` allow in `room`: null when no grant opens it, else whether
+ * the holder may publish there (any grant that opens it and allows publishing
+ * does).
+ */
+export function accessTo(grants: readonly RoomGrant[], room: string): { pub: boolean } | null {
+  let access: { pub: boolean } | null = null;
+  for (const grant of grants) {
+    const opens = (grant.room !== undefined && grant.room === room) || (grant.prefix !== undefined && room.startsWith(grant.prefix));
+    if (!opens) continue;
+    if (grant.pub === true) return { pub: true };
+    access = { pub: false };
+  }
+  return access;
+}
+
+/** Whether `claims` open `room`: its exact name, a name starting with the prefix, or one of its grants. */
 export function tokenAllowsRoom(claims: SubscribeClaims, room: string): boolean {
-  if (claims.room !== undefined && claims.room === room) return true;
-  return claims.prefix !== undefined && room.startsWith(claims.prefix);
+  return accessTo(grantsOf(claims), room) !== null;
 }
