@@ -201,7 +201,7 @@ export class Delivery {
       }
     }
     stream.flushedSeq = frame.lastSeq;
-    this.#counters.sent(sentTo, frame);
+    (stream.counters ?? this.#counters).sent(sentTo, frame);
     return sentTo;
   }
 
@@ -230,14 +230,15 @@ export class Delivery {
     const windowBytes = this.#options.windowBytes;
     const { socket, stream } = cursor;
     const window = socket.window;
+    const counters = stream.counters ?? this.#counters;
     while (cursor.sentSeq < stream.flushedSeq && window.hasRoom(windowBytes)) {
       const budget = windowBytes === 0 ? Number.POSITIVE_INFINITY : windowBytes - window.inFlight;
       const read = stream.source.read(cursor.sentSeq + 1, budget, this.#options.batch, cursor.nextRow, now);
-      this.#counters.rowsRead(read.rowsRead);
+      counters.rowsRead(read.rowsRead);
       if (read.lost) {
         const lost: LostEvent = { type: "lost", reason: "history", from: read.lost.from, to: Math.min(read.lost.to, stream.flushedSeq) };
         if (!this.#send(socket, JSON.stringify(stream.label(lost)))) return;
-        this.#counters.lost(lost.to - lost.from + 1);
+        counters.lost(lost.to - lost.from + 1);
         cursor.sentSeq = lost.to;
       }
       for (let i = 0; i < read.runs.length; ) {
@@ -247,7 +248,7 @@ export class Delivery {
         if (!this.#send(socket, frame.text)) return;
         window.sent(cursor.index, frame.lastSeq, frame.lastTag, frame.bytes);
         cursor.sentSeq = frame.lastSeq;
-        this.#counters.caughtUp(frame);
+        counters.caughtUp(frame);
       }
       cursor.nextRow = read.nextRow;
       if (read.runs.length === 0 && read.lost === null) break;

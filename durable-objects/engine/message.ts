@@ -24,6 +24,18 @@ export function messageEvent(seq: number, dataJson: string, ts: number, tag: num
   return { seq, tag, event, bytes: utf8Length(event) };
 }
 
+const MESSAGE_HEAD = '{"type":"message",';
+
+/**
+ * A message as a multiplexed connection gets it: the same event with the
+ * room's name after its type (its tag stays last, so tagOf still reads it).
+ * Room names are ASCII, so the bytes grow by the text added.
+ */
+export function scopedMessage(room: string, message: Message): Message {
+  const head = `{"type":"message","room":${JSON.stringify(room)},`;
+  return { seq: message.seq, tag: message.tag, event: head + message.event.slice(MESSAGE_HEAD.length), bytes: message.bytes + head.length - MESSAGE_HEAD.length };
+}
+
 /** The tag of a stored event built by `messageEvent`. */
 export function tagOf(event: string): number {
   return Number(event.slice(event.lastIndexOf(":") + 1, -1));

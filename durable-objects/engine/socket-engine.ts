@@ -123,8 +123,8 @@ export class SocketEngine {
    * `source`; `scoped` when its sockets are multiplexed connections (every
    * event names the room).
    */
-  openStream(room: string, source: MessageSource, presence: PresenceHooks = {}, scoped = false): Stream {
-    const stream = new Stream(room, source, scoped);
+  openStream(room: string, source: MessageSource, presence: PresenceHooks = {}, scoped = false, counters: RoomCounters | null = null): Stream {
+    const stream = new Stream(room, source, scoped, counters);
     this.#presences.set(
       stream,
       new Presence(
@@ -136,7 +136,7 @@ export class SocketEngine {
         stream,
         {
           send: (cursor, text, bytes, tag) => this.delivery.sendPresence(cursor, text, bytes, tag),
-          counted: (events) => this.#counters.presenceSent(events),
+          counted: (events) => (counters ?? this.#counters).presenceSent(events),
           ...presence,
         },
       ),
@@ -252,24 +252,26 @@ export class SocketEngine {
   }
 
   /**
-   * Sockets that were here when the object woke, as `place` says: the stream
-   * each follows and the seq it is level at (null leaves it out). The
+   * Sockets that were here when the object woke, as `place` says: the streams
+   * each follows and the seq it is level at in each (null leaves it out). The
    * runtime also lists sockets still closing (a stalled peer never finishes
    * the close handshake); those are not here any more. Presence is rebuilt
    * from their identities without telling anyone.
    */
-  restore(place: (attachment: SocketAttachment) => { stream: Stream; seq: number } | null): SocketState[] {
+  restore(place: (attachment: SocketAttachment) => readonly { stream: Stream; seq: number }[] | null): SocketState[] {
     const restored: SocketState[] = [];
     const now = Date.now();
     for (const ws of this.#ctx.getWebSockets()) {
       const attachment = ws.deserializeAttachment() as SocketAttachment | null;
       if (!attachment || ws.readyState !== WebSocket.OPEN) continue;
-      const at = place(attachment);
-      if (!at) continue;
+      const places = place(attachment);
+      if (!places) continue;
       const socket = new SocketState(ws, attachment);
       this.delivery.join(socket);
-      const cursor = this.delivery.follow(socket, at.stream, at.seq, now);
-      if (cursor) this.presence(at.stream).restore(cursor);
+      for (const at of places) {
+        const cursor = this.delivery.follow(socket, at.stream, at.seq, now);
+        if (cursor) this.presence(at.stream).restore(cursor);
+      }
       restored.push(socket);
     }
     return restored;

@@ -11,11 +11,9 @@
 import { ACTIVITY_PERSIST_MS, type SocketAttachment } from "./attachment";
 import type { Cursor } from "./cursor";
 import { SendWindow } from "./send-window";
+import { TokenBucket, type RatePolicy } from "./token-bucket";
 
-export interface RatePolicy {
-  perSecond: number;
-  burst: number;
-}
+export type { RatePolicy } from "./token-bucket";
 
 export class SocketState {
   readonly ws: WebSocket;
@@ -27,8 +25,7 @@ export class SocketState {
   nextCursorIndex = 0;
   /** Last time the client sent anything (heartbeats excluded: the runtime stamps those). */
   lastActivity: number;
-  #tokens = -1;
-  #refilledAt = 0;
+  readonly #frames = new TokenBucket();
 
   constructor(ws: WebSocket, attachment: SocketAttachment) {
     this.ws = ws;
@@ -46,16 +43,7 @@ export class SocketState {
    * anything: true when one more is within the rate. The bucket starts full.
    */
   takeFrameToken(now: number, policy: RatePolicy): boolean {
-    if (policy.perSecond === 0) return true;
-    if (this.#tokens < 0) {
-      this.#tokens = policy.burst;
-    } else {
-      this.#tokens = Math.min(policy.burst, this.#tokens + ((now - this.#refilledAt) / 1000) * policy.perSecond);
-    }
-    this.#refilledAt = now;
-    if (this.#tokens < 1) return false;
-    this.#tokens -= 1;
-    return true;
+    return this.#frames.take(now, policy);
   }
 
   /** Notes client activity; true when the attachment should be rewritten so it survives hibernation. */

@@ -1,3 +1,4 @@
+import type { RoomCounters } from "./counters";
 import type { BatchLimits, Run } from "./frames";
 import type { Cursor } from "./cursor";
 
@@ -51,11 +52,14 @@ export class Stream {
   flushedSeq: number;
   /** Cursors catching up from the source right now. */
   behind = 0;
+  /** Where deliveries of this room are counted, when not in the object's own counters (an object that follows many rooms counts each apart). */
+  readonly counters: RoomCounters | null;
 
-  constructor(room: string, source: MessageSource, scoped = false) {
+  constructor(room: string, source: MessageSource, scoped = false, counters: RoomCounters | null = null) {
     this.room = room;
     this.source = source;
     this.scoped = scoped;
+    this.counters = counters;
     this.flushedSeq = source.seq;
   }
 

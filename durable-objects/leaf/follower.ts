@@ -3,7 +3,7 @@ import { logEvent } from "../../common/log";
 import type { RoomCounters } from "../engine/counters";
 import type { Delivery } from "../engine/delivery";
 import { cutFrame, runOf, type BatchLimits } from "../engine/frames";
-import type { Message } from "../engine/message";
+import { scopedMessage, type Message } from "../engine/message";
 import type { PresenceHooks, SocketEngine } from "../engine/socket-engine";
 import type { Stream } from "../engine/stream";
 import type { Room } from "../room/room";
@@ -20,11 +20,23 @@ const FETCH_RETRY_MS = 500;
 /** What following a room needs of the object that does it. */
 export interface FollowerHost {
   /** The room's root object. */
-  root(): DurableObjectStub<Room>;
-  /** This object's index among the room's followers (a leaf's index). */
+  root(room: string): DurableObjectStub<Room>;
+  /** This object's index among the room's followers (a leaf's index, or a hub's number past HUB_FOLLOWER_BASE). */
   readonly index: number;
+  /** Asks the root where the room stands (a leaf's sync, a hub's follow, which the root may refuse: it throws then). */
+  sync(room: string): Promise<LeafStart>;
   /** Where the follower stands moved: the object records it where it survives hibernation. */
-  moved(): void;
+  moved(room: string): void;
+}
+
+/** How an object follows a room: its messages as its sockets get them, and where the room's deliveries are counted. */
+export interface FollowOptions {
+  maxMessages: number;
+  batch: BatchLimits;
+  /** Its sockets are multiplexed connections: every event names the room. */
+  scoped: boolean;
+  /** The room's own counters on this object (null: the object's). */
+  counters: RoomCounters | null;
 }
 
 /**
@@ -50,6 +62,9 @@ export class RoomFollower {
   readonly #counters: RoomCounters;
   readonly #batch: BatchLimits;
   readonly #host: FollowerHost;
+  readonly #room: string;
+  /** A message as this object's sockets get it. */
+  readonly #shape: (message: Message) => Message;
   #epoch = "";
   /** Whether the ring's seq is where this object's sockets are (false: ask the root before serving). */
   #known = false;
@@ -58,21 +73,16 @@ export class RoomFollower {
   #fetching = false;
   #fetchFrom = Number.POSITIVE_INFINITY;
 
-  constructor(
-    room: string,
-    engine: SocketEngine,
-    counters: RoomCounters,
-    limits: { maxMessages: number; batch: BatchLimits },
-    host: FollowerHost,
-    presence: PresenceHooks,
-  ) {
+  constructor(room: string, engine: SocketEngine, counters: RoomCounters, options: FollowOptions, host: FollowerHost, presence: PresenceHooks) {
     this.#engine = engine;
     this.#delivery = engine.delivery;
-    this.#counters = counters;
-    this.#batch = limits.batch;
+    this.#room = room;
+    this.#counters = options.counters ?? counters;
+    this.#batch = options.batch;
     this.#host = host;
-    this.ring = new MessageRing({ maxMessages: limits.maxMessages, maxBytes: RING_MAX_BYTES, backfillBytes: FETCH_BYTES }, (from) => this.#fetch(from));
-    this.stream = engine.openStream(room, this.ring, presence);
+    this.#shape = options.scoped ? (message) => scopedMessage(room, message) : (message) => message;
+    this.ring = new MessageRing({ maxMessages: options.maxMessages, maxBytes: RING_MAX_BYTES, backfillBytes: FETCH_BYTES }, (from) => this.#fetch(from));
+    this.stream = engine.openStream(room, this.ring, presence, options.scoped, options.counters);
   }
 
   get epoch(): string {
@@ -99,7 +109,7 @@ export class RoomFollower {
     this.#known = true;
     // A follower is always part of a room of several objects: its sockets see the room's roster.
     this.#engine.presence(this.stream).share(start.roster);
-    this.#host.moved();
+    this.#host.moved(this.#room);
   }
 
   /** Forgets where the room stands (the root retired this follower). */
@@ -112,7 +122,7 @@ export class RoomFollower {
   async ensureKnown(): Promise<void> {
     if (this.#known) return;
     this.#syncing ??= (async () => {
-      const start = (await this.#host.root().leafSync(this.#host.index)) as LeafStart;
+      const start = await this.#host.sync(this.#room);
       // A push may have arrived meanwhile; it knows better.
       if (!this.#known) this.restart(start);
     })().finally(() => (this.#syncing = null));
@@ -131,21 +141,21 @@ export class RoomFollower {
   push(batch: LeafBatch): Promise<void> {
     return this.#serial(async () => {
       const roster = batch.roster ?? { members: null, count: batch.members };
-      if (!this.#known || batch.epoch !== this.#epoch) this.restart({ epoch: batch.epoch, seq: batch.after, members: batch.members, roster });
+      if (!this.#known || batch.epoch !== this.#epoch) this.restart({ room: batch.room, epoch: batch.epoch, seq: batch.after, members: batch.members, roster });
       else if (batch.roster) this.#engine.presence(this.stream).share(batch.roster);
       const before = this.ring.seq;
       await this.#apply(batch.lost, batch.messages, Date.now());
-      if (this.ring.seq !== before) this.#host.moved();
+      if (this.ring.seq !== before) this.#host.moved(this.#room);
     });
   }
 
   /** Applies pushed (or fetched) messages in seq order: drops what the ring has, fetches a gap first, fans out the rest. */
   async #apply(lost: LostRange | null, pushed: readonly Message[], now: number): Promise<void> {
     if (lost && lost.to > this.ring.seq) this.#skipLost(Math.max(lost.from, this.ring.seq + 1), lost.to);
-    let messages = pushed.filter((m) => m.seq > this.ring.seq);
+    let messages = pushed.filter((m) => m.seq > this.ring.seq).map(this.#shape);
     const first = messages[0];
     if (first !== undefined && first.seq > this.ring.seq + 1) {
-      const got = (await this.#host.root().leafHistory(this.ring.seq + 1, FETCH_BYTES)) as LeafHistory;
+      const got = (await this.#host.root(this.#room).leafHistory(this.ring.seq + 1, FETCH_BYTES)) as LeafHistory;
       if (got.epoch === this.#epoch) await this.#apply(got.lost, got.messages.filter((m) => m.seq < first.seq), now);
       messages = messages.filter((m) => m.seq > this.ring.seq);
       // Still a gap: the report says where the follower is, and the root catches it up from history.
@@ -164,7 +174,7 @@ export class RoomFollower {
   /** History lost seqs `from`..`to` before this follower had them: cursors level here are told, as catch-up tells a cursor. */
   #skipLost(from: number, to: number): void {
     const level = this.ring.seq;
-    const text = JSON.stringify({ type: "lost", reason: "history", from, to } satisfies LostEvent);
+    const text = JSON.stringify(this.stream.label({ type: "lost", reason: "history", from, to } satisfies LostEvent));
     for (const cursor of [...this.stream.cursors.values()]) {
       if (cursor.sentSeq !== level || cursor.behind) continue;
       if (!this.#delivery.sendControl(cursor.socket, text)) continue;
@@ -191,9 +201,9 @@ export class RoomFollower {
         const want = this.#fetchFrom;
         this.#fetchFrom = Number.POSITIVE_INFINITY;
         if (this.ring.covers(want)) continue;
-        const got = (await this.#host.root().leafHistory(want, FETCH_BYTES)) as LeafHistory;
+        const got = (await this.#host.root(this.#room).leafHistory(want, FETCH_BYTES)) as LeafHistory;
         if (got.epoch !== epoch || got.epoch !== this.#epoch) return false;
-        this.ring.backfill(got.messages, got.lost);
+        this.ring.backfill(got.messages.map(this.#shape), got.lost);
         progressed = this.ring.covers(want);
       }
       return progressed;

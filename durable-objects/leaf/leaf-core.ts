@@ -62,7 +62,7 @@ export class LeafCore implements EngineHost, FollowerHost, ReportSource {
       this.room,
       this.engine,
       this.#counters,
-      { maxMessages: limits.HISTORY_MAX_MESSAGES, batch: { maxBytes: limits.BATCH_MAX_BYTES, maxEvents: limits.BATCH_MAX_EVENTS } },
+      { maxMessages: limits.HISTORY_MAX_MESSAGES, batch: { maxBytes: limits.BATCH_MAX_BYTES, maxEvents: limits.BATCH_MAX_EVENTS }, scoped: false, counters: null },
       this,
       // The leaf's members go to the root in reports; the room's roster comes back with pushes.
       { memberChanged: (id, view) => this.#reports.memberChanged(id, view) },
@@ -217,6 +217,10 @@ export class LeafCore implements EngineHost, FollowerHost, ReportSource {
     return namespace.get(namespace.idFromName(this.room));
   }
 
+  async sync(): Promise<LeafStart> {
+    return (await this.root().leafSync(this.index)) as LeafStart;
+  }
+
   /** Writes where the leaf stands into the holder socket's attachment (one write per push, however many sockets). */
   moved(): void {
     if (!this.#follower?.known) return;
@@ -260,11 +264,11 @@ export class LeafCore implements EngineHost, FollowerHost, ReportSource {
     this.engine.restore((attachment) => {
       const leafMark = (attachment as LeafAttachment).mark;
       if (leafMark && (mark === null || leafMark.seq > mark.seq)) mark = leafMark;
-      return { stream: this.#follower.stream, seq: 0 };
+      return [{ stream: this.#follower.stream, seq: 0 }];
     });
     // Without a mark (no socket holds one) the root says where the leaf is, on first use.
     const found = mark as { seq: number; epoch: string } | null;
     // Until the root's next push brings the roster, the leaf shows the members it holds.
-    if (found) this.#follower.restart({ epoch: found.epoch, seq: found.seq, members: this.#reports.members, roster: { members: null, count: this.#reports.members } }, false);
+    if (found) this.#follower.restart({ room: this.room, epoch: found.epoch, seq: found.seq, members: this.#reports.members, roster: { members: null, count: this.#reports.members } }, false);
   }
 }

@@ -46,13 +46,13 @@ export class RoomLeaf extends SocketObject<Record<string, unknown>> {
   }
 
   /** The root retires this leaf: it forgets where the room stands, unless a socket arrived since its last report. */
-  async retire(): Promise<boolean> {
+  async retire(_room?: string): Promise<boolean> {
     await this.#nameless();
     return this.#core.retire();
   }
 
   /** This leaf's figures for `GET /rooms/{room}`. */
-  async snapshot(): Promise<LeafSnapshot> {
+  async snapshot(_room?: string): Promise<LeafSnapshot> {
     await this.#nameless();
     return this.#core.snapshot();
   }

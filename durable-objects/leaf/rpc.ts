@@ -11,6 +11,7 @@ import type { Roster } from "../engine/presence";
 
 /** Where the room stands, for a leaf that opens or lost track (its sockets are level at `seq`). */
 export interface LeafStart {
+  room: string;
   epoch: string;
   seq: number;
   /** The room's member count, over the root and every leaf. */
@@ -31,6 +32,7 @@ export interface LostRange {
  * no message: it then only brings the member count, or asks for a report.
  */
 export interface LeafBatch {
+  room: string;
   epoch: string;
   /** The seq the root believes this leaf is level at: the messages follow it. */
   after: number;
@@ -83,4 +85,17 @@ export interface LeafHistory {
  */
 export interface LeafSnapshot extends Omit<RoomLeafStats, "reachable"> {
   unreported: RoomCounterValues | null;
+}
+
+/**
+ * What the root of a room calls on an object that follows it (a leaf, or an
+ * object holding multiplexed connections that follow the room among others):
+ * each call names the room, for the objects that follow several.
+ */
+export interface FollowerRpc {
+  open(start: LeafStart): Promise<void>;
+  push(batch: LeafBatch): Promise<LeafReport>;
+  /** The root stops pushing `room`: false when a socket of it arrived since the last report. */
+  retire(room: string): Promise<boolean>;
+  snapshot(room: string): Promise<LeafSnapshot>;
 }

@@ -148,7 +148,12 @@ export type PublishSource<Data extends object = JsonObject> =
    * connection lives in the leaf, so there is none here; a room with
    * connection hooks never shards, so its sockets are always `"socket"`.
    */
-  | { readonly kind: "leaf" };
+  | { readonly kind: "leaf" }
+  /**
+   * A multiplexed connection (`GET /ws`, docs/multiplexing.md), which lives on
+   * a hub object: there is no connection here either.
+   */
+  | { readonly kind: "multiplexed" };
 
 /** A message about to be published: `beforePublish` sees it before it has a seq. */
 export interface PublishRequest<Data extends object = JsonObject> {

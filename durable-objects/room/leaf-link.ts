@@ -1,10 +1,10 @@
 import { backoffCeiling } from "../../common/jitter";
 import type { Message } from "../engine/message";
 import type { Roster } from "../engine/presence";
-import type { RoomLeaf } from "../leaf/leaf";
-import type { LeafBatch, LeafReport, LostRange } from "../leaf/rpc";
+import type { FollowerRpc, LeafBatch, LeafReport, LostRange } from "../leaf/rpc";
 
-export type LeafStub = DurableObjectStub<RoomLeaf>;
+/** A stub of an object that follows the room: a leaf, or a hub of multiplexed connections. */
+export type FollowerStub = FollowerRpc;
 
 /** Largest push, bytes of events: a backlog goes out in pushes of this size, one at a time. */
 export const PUSH_MAX_BYTES = 1024 * 1024;
@@ -21,8 +21,10 @@ const RETRY = { baseMs: 100, maxMs: 5000 };
 /** What a link needs from the root. */
 export interface LinkHost {
   /** A stub for the leaf; asked again after a failure (a broken stub stays broken). */
-  stub(index: number): LeafStub;
+  stub(index: number): FollowerStub;
   epoch(): string;
+  /** The room's name, for the calls on objects that follow several rooms. */
+  roomName(): string;
   /** The last seq handed to the live path. */
   latest(): number;
   /** The room's member count. */
@@ -55,7 +57,7 @@ export interface LinkHost {
 export class LeafLink {
   readonly index: number;
   readonly #host: LinkHost;
-  #stub: LeafStub;
+  #stub: FollowerStub;
   /** The leaf's sockets are level up to this seq, as the leaf last said. */
   acked: number;
   /** Sockets on the leaf, members it holds, as of its last report. */
@@ -94,7 +96,7 @@ export class LeafLink {
     this.#fullDue = full;
   }
 
-  get stub(): LeafStub {
+  get stub(): FollowerStub {
     return this.#stub;
   }
 
@@ -206,7 +208,7 @@ export class LeafLink {
     }
     if (messages.length === 0 && lost === null && !this.#membersDue && !this.#fullDue && !this.#rosterDue) return null;
     const full = this.#fullDue;
-    const batch: LeafBatch = { epoch: this.#host.epoch(), after, lost, messages, members: this.#host.members(), full };
+    const batch: LeafBatch = { room: this.#host.roomName(), epoch: this.#host.epoch(), after, lost, messages, members: this.#host.members(), full };
     if (this.#rosterDue) batch.roster = this.#host.roster();
     this.#membersDue = false;
     this.#fullDue = false;

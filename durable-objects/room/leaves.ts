@@ -1,13 +1,14 @@
 import type { RoomCounterValues } from "../../protocol";
 import { zeroCounters } from "../../common/counters";
-import { leafName, PLACEMENT_HEADER, type Placement } from "../../common/edge-requests";
+import { HUB_FOLLOWER_BASE, hubName, isHubFollower, leafName, PLACEMENT_HEADER, type Placement } from "../../common/edge-requests";
 import { logEvent } from "../../common/log";
 import type { Message } from "../engine/message";
 import type { Roster } from "../engine/presence";
 import type { MessageSource } from "../engine/stream";
+import type { RoomHub } from "../hub/hub";
 import type { RoomLeaf } from "../leaf/leaf";
 import type { LeafHistory, LeafMember, LeafReport, LeafSnapshot, LeafStart, LostRange } from "../leaf/rpc";
-import { LeafLink, type LeafStub, type LinkHost } from "./leaf-link";
+import { LeafLink, type FollowerStub, type LinkHost } from "./leaf-link";
 
 export interface LeavesOptions {
   /** ROOM_SHARD_SOCKETS: sockets the root takes itself, and each leaf before the next opens (0 = never shard). */
@@ -25,7 +26,9 @@ export interface LeavesOptions {
 /** What the leaves need from the root. */
 export interface LeavesHost {
   roomName(): string;
+  /** The LEAVES and HUBS bindings (either may be absent). */
   namespace(): DurableObjectNamespace<RoomLeaf> | null;
+  hubs(): DurableObjectNamespace<RoomHub> | null;
   /** The room's epoch (handed to clients through the leaves, so it is stored from now on). */
   epoch(): string;
   latest(): number;
@@ -50,6 +53,9 @@ export interface LeavesHost {
 export interface LeavesSnapshot {
   leaves: (LeafSnapshot & { reachable: boolean })[];
 }
+
+/** What only leaves do (a hub holds sockets of other rooms too). */
+type LeafOnly = Pick<DurableObjectStub<RoomLeaf>, "shutdown" | "abort">;
 
 /** How long the edge may use a placement's grants. */
 export const PLACEMENT_TTL_MS = 2000;
@@ -99,6 +105,7 @@ export class Leaves {
     this.#host = host;
     this.#linkHost = {
       stub: (index) => this.#stub(index),
+      roomName: () => host.roomName(),
       epoch: () => host.epoch(),
       latest: () => host.latest(),
       members: () => host.members(),
@@ -160,13 +167,13 @@ export class Leaves {
     // One object: the root takes sockets up to the threshold. Sharded: the leaves take them, so
     // a reconnect storm costs the root placements only, until the room is below half the
     // threshold; then the root takes them again and the leaves drain and retire.
-    if (this.#links.size === 0 ? rootSockets < limit : rootSockets + this.connections < limit / 2) return null;
+    if (this.#leafCount() === 0 ? rootSockets < limit : rootSockets + this.#leafConnections() < limit / 2) return null;
     this.#noteFull(full);
     // Concurrent upgrades share an opening; each takes what is left of it, or opens the next.
     for (let opened = 0; opened <= PLACEMENT_OPENS; opened++) {
       const candidates = this.#withRoom(limit);
       if (candidates.length > 0) return this.#grant(candidates);
-      if (this.#links.size >= this.#options.maxLeaves || opened === PLACEMENT_OPENS) break;
+      if (this.#leafCount() >= this.#options.maxLeaves || opened === PLACEMENT_OPENS) break;
       if ((await this.#openNext()) === null) break;
     }
     // Every leaf full and no more allowed: fill them up to the platform's bound.
@@ -214,7 +221,7 @@ export class Leaves {
    */
   sync(index: number): LeafStart {
     const link = this.#links.get(index) ?? this.#adopt(index, this.#host.latest());
-    return { epoch: this.#host.epoch(), seq: link.acked, members: this.#host.members(), roster: this.#host.roster() };
+    return { room: this.#host.roomName(), epoch: this.#host.epoch(), seq: link.acked, members: this.#host.members(), roster: this.#host.roster() };
   }
 
   /** A leaf's report outside a push (its sockets changed while no message flowed). Returns the room's member count. */
@@ -239,7 +246,7 @@ export class Leaves {
         let timer: ReturnType<typeof setTimeout> | null = null;
         try {
           const snap = (await Promise.race([
-            link.stub.snapshot(),
+            link.stub.snapshot(this.#host.roomName()),
             new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error("timed out")), SNAPSHOT_TIMEOUT_MS))),
           ])) as LeafSnapshot;
           return { ...snap, reachable: true };
@@ -267,9 +274,10 @@ export class Leaves {
     return { leaves: answers };
   }
 
-  /** Closes every socket of every leaf (a restart of the service); returns how many. */
+  /** Closes every socket of every leaf (a restart of the service); returns how many. Hubs hold other rooms too: they close their own. */
   async shutdown(code: number, reason: string): Promise<number> {
-    const results = await Promise.allSettled([...this.#links.values()].map((link) => link.stub.shutdown(code, reason)));
+    const leaves = [...this.#links.values()].filter((link) => !isHubFollower(link.index));
+    const results = await Promise.allSettled(leaves.map((link) => (link.stub as unknown as LeafOnly).shutdown(code, reason)));
     let closed = 0;
     for (const result of results) if (result.status === "fulfilled") closed += result.value as number;
     return closed;
@@ -278,9 +286,9 @@ export class Leaves {
   /** Test and operations hook: the leaf's object is aborted, as a crash would (its sockets drop). */
   async abortLeaf(index: number): Promise<boolean> {
     const link = this.#links.get(index);
-    if (!link) return false;
+    if (!link || isHubFollower(index)) return false;
     try {
-      await link.stub.abort();
+      await (link.stub as unknown as LeafOnly).abort();
     } catch {
       // The abort breaks the call itself.
     }
@@ -289,10 +297,29 @@ export class Leaves {
 
   // -------------------------------------------------------------------------
 
-  #stub(index: number): LeafStub {
+  #stub(index: number): FollowerStub {
+    if (isHubFollower(index)) {
+      const hubs = this.#host.hubs();
+      if (!hubs) throw new Error("no HUBS binding");
+      return hubs.get(hubs.idFromName(hubName(index - HUB_FOLLOWER_BASE))) as unknown as FollowerStub;
+    }
     const namespace = this.#host.namespace();
     if (!namespace) throw new Error("no LEAVES binding");
-    return namespace.get(namespace.idFromName(leafName(this.#host.roomName(), index)));
+    return namespace.get(namespace.idFromName(leafName(this.#host.roomName(), index))) as unknown as FollowerStub;
+  }
+
+  /** Leaves the room has (followers that hold its own sockets, not hubs). */
+  #leafCount(): number {
+    let count = 0;
+    for (const index of this.#links.keys()) if (!isHubFollower(index)) count += 1;
+    return count;
+  }
+
+  /** Sockets on the room's leaves. */
+  #leafConnections(): number {
+    let sum = 0;
+    for (const link of this.#links.values()) if (!isHubFollower(link.index)) sum += link.connections;
+    return sum;
   }
 
   #grant(candidates: readonly { index: number; free: number }[]): Response {
@@ -314,7 +341,7 @@ export class Leaves {
     const out: { index: number; free: number }[] = [];
     const now = Date.now();
     for (const link of this.#links.values()) {
-      if (link.failingSince !== null) continue;
+      if (link.failingSince !== null || isHubFollower(link.index)) continue;
       // Grants the edge did not use lapse with their placement.
       if (link.placedUntil < now) link.placed = 0;
       const free = limit - link.connections - link.placed;
@@ -338,7 +365,7 @@ export class Leaves {
       const link = this.#adopt(index, this.#host.latest());
       try {
         // The root calls the leaf first, so the leaf is created near the root (pushes stay short).
-        await link.stub.open({ epoch: this.#host.epoch(), seq: link.acked, members: this.#host.members(), roster: this.#host.roster() });
+        await link.stub.open({ room: this.#host.roomName(), epoch: this.#host.epoch(), seq: link.acked, members: this.#host.members(), roster: this.#host.roster() });
         return link;
       } catch (error) {
         logEvent("error", { room: this.#host.roomName(), where: "leaf_open", leaf: index, error: String(error) });
@@ -421,7 +448,7 @@ export class Leaves {
       let retired = false;
       try {
         // The leaf refuses when a socket arrived since its last report.
-        retired = (await link.stub.retire()) as boolean;
+        retired = (await link.stub.retire(this.#host.roomName())) as boolean;
       } catch {
         waiting = true;
         continue;

@@ -13,9 +13,10 @@ export interface PublishOptions {
   idempotencyKey?: string;
   /**
    * Who publishes, as the room's beforePublish hook is told: an HTTP publish
-   * (the default), a broadcast, or a socket on one of the room's leaves.
+   * (the default), a broadcast, a socket on one of the room's leaves, or a
+   * multiplexed connection (it lives on a hub).
    */
-  source?: "http" | "broadcast" | "leaf";
+  source?: "http" | "broadcast" | "leaf" | "multiplexed";
 }
 
 /** What a flush tells the room around it. */

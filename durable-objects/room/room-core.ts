@@ -14,6 +14,7 @@ import type { PublishOutcome, PublishResult } from "../engine/publish-outcome";
 import { SocketEngine, type EngineHost } from "../engine/socket-engine";
 import type { SocketState } from "../engine/socket-state";
 import type { Stream } from "../engine/stream";
+import type { RoomHub } from "../hub/hub";
 import type { RoomLeaf } from "../leaf/leaf";
 import type { LeafHistory, LeafMember, LeafReport, LeafStart, LostRange } from "../leaf/rpc";
 import { deepFreeze } from "./connection-data";
@@ -126,7 +127,7 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     // A room only hibernates once every cursor was level, so its sockets rejoin level.
     this.engine.restore((attachment) => {
       if (attachment.data) deepFreeze(attachment.data);
-      return { stream: this.#stream, seq: this.#stream.flushedSeq };
+      return [{ stream: this.#stream, seq: this.#stream.flushedSeq }];
     });
     // Leaves found in the directory: each is asked for its sockets and members.
     this.#leaves.wake();
@@ -203,6 +204,20 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   leafSync(index: number): LeafStart {
     this.requests.leafSyncs += 1;
     return this.#leaves.sync(index);
+  }
+
+  /**
+   * A hub of multiplexed connections follows the room for its subscribers
+   * (docs/multiplexing.md). A room whose class has connection hooks keeps its
+   * sockets in its own object, where the hooks run: it refuses.
+   */
+  follow(index: number): { start: LeafStart } | { refused: string } {
+    if (this.#runner.admitsSockets || this.#runner.handlesClientFrames || this.#runner.watchesCloses) {
+      return { refused: "this room admits its sockets with hooks of its own: open /rooms/{room}/ws for it" };
+    }
+    if (!this.hubs()) return { refused: "the service binds no HUBS namespace" };
+    this.requests.leafSyncs += 1;
+    return { start: this.#leaves.sync(index) };
   }
 
   leafReport(index: number, report: LeafReport): number {
@@ -321,6 +336,10 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
 
   namespace(): DurableObjectNamespace<RoomLeaf> | null {
     return (this.#env.LEAVES as DurableObjectNamespace<RoomLeaf> | undefined) ?? null;
+  }
+
+  hubs(): DurableObjectNamespace<RoomHub> | null {
+    return (this.#env.HUBS as DurableObjectNamespace<RoomHub> | undefined) ?? null;
   }
 
   epoch(): string {

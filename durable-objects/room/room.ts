@@ -168,6 +168,11 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
     return this.#core.leafSync(index);
   }
 
+  /** A hub of multiplexed connections follows the room (or is refused: a room with connection hooks holds its own sockets). */
+  async follow(index: number): Promise<{ start: LeafStart } | { refused: string }> {
+    return this.#core.follow(index);
+  }
+
   /** A leaf's sockets or members changed while no push carried its report. Returns the room's member count. */
   async leafReport(index: number, report: LeafReport): Promise<number> {
     return this.#core.leafReport(index, report);
