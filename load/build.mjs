@@ -34,4 +34,5 @@ await build({
   ...WORKERD_BUNDLE,
   entryPoints: [join(root, "baselines/bare-workerd/worker.ts")],
   outfile: join(root, "dist/bare-workerd-worker.js"),
+  external: ["cloudflare:*"],
 });

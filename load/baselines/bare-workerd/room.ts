@@ -2,7 +2,8 @@
  * One room of the bare workerd baseline: the least a Durable Object can do to
  * fan out on this runtime, so that what the service spends beyond it is
  * visible. Sockets are accepted with the Hibernation API and kept in a set;
- * each HTTP publish is serialized once and sent to every socket; `ping` is
+ * each publish (an RPC from the worker, as the service's worker calls its
+ * room) is serialized once and sent to every socket; `ping` is
  * answered by the runtime itself. With DURABLE=1 each message is inserted into
  * SQLite first: the object's output gate holds the answer and the sends until
  * the write is committed, as the service answers only once a message is
@@ -12,7 +13,8 @@
  * history replay (`since` is ignored), coalescing, authentication, limits,
  * counters, registration.
  */
-import type { PublishAnswer, ServerMessage, WelcomeEvent } from "../../../protocol";
+import { DurableObject } from "cloudflare:workers";
+import type { ServerMessage, WelcomeEvent } from "../../../protocol";
 import { autoResponse, webSocketPair, type DurableObjectState, type UpgradeInit } from "./runtime";
 
 export interface BareEnv {
@@ -25,15 +27,20 @@ const ANNOUNCED_WINDOW_BYTES = 1_048_576;
 /** Stored messages per room: a ring of this many rows, so a publish is one row write (like the Node durable baseline). */
 const HISTORY_SLOTS = 1000;
 
-export class BareRoom {
-  readonly #ctx: DurableObjectState;
+/** What a publish answers the worker. */
+export interface BarePublished {
+  seq: number;
+  recipients: number;
+}
+
+export class BareRoom extends DurableObject<BareEnv> {
   readonly #durable: boolean;
   readonly #sockets = new Set<WebSocket>();
   #seq = 0;
   readonly #epoch: string;
 
   constructor(ctx: DurableObjectState, env: BareEnv) {
-    this.#ctx = ctx;
+    super(ctx, env);
     this.#durable = env.DURABLE === "1";
     // Sockets outlive an instance under hibernation: a new instance finds them here.
     for (const ws of ctx.getWebSockets()) this.#sockets.add(ws);
@@ -49,17 +56,11 @@ export class BareRoom {
     }
   }
 
-  async fetch(request: Request): Promise<Response> {
-    const url = new URL(request.url);
-    const [, , encoded = "", action] = url.pathname.split("/");
-    const room = decodeURIComponent(encoded);
-    if (action === "ws") return this.#accept(room);
-    return this.#publish(room, await request.text());
-  }
-
-  #accept(room: string): Response {
+  /** The upgrade, forwarded by the worker (a 101 with a socket can only be a fetch answer). */
+  fetch(request: Request): Response {
+    const room = decodeURIComponent(new URL(request.url).pathname.split("/")[2] ?? "");
     const { client, server } = webSocketPair();
-    this.#ctx.acceptWebSocket(server);
+    this.ctx.acceptWebSocket(server);
     this.#sockets.add(server);
     const welcome: WelcomeEvent = { type: "welcome", room, seq: this.#seq, epoch: this.#epoch, window: ANNOUNCED_WINDOW_BYTES, rate: { perSecond: 0, burst: 0 } };
     server.send(JSON.stringify(welcome));
@@ -67,13 +68,14 @@ export class BareRoom {
     return new Response(null, init);
   }
 
-  #publish(room: string, body: string): Response {
+  /** One message: `body` is the HTTP body as the worker read it. */
+  publish(body: string): BarePublished {
     const seq = ++this.#seq;
     const ts = Date.now();
     const message: ServerMessage = { type: "message", seq, data: decodeBody(body), ts, tag: (Math.random() * 2 ** 32) >>> 0 };
     const frame = JSON.stringify(message);
     if (this.#durable) {
-      this.#ctx.storage.sql.exec("INSERT OR REPLACE INTO history (slot, seq, ts, frame) VALUES (?, ?, ?, ?)", seq % HISTORY_SLOTS, seq, ts, frame);
+      this.ctx.storage.sql.exec("INSERT OR REPLACE INTO history (slot, seq, ts, frame) VALUES (?, ?, ?, ?)", seq % HISTORY_SLOTS, seq, ts, frame);
     }
     let recipients = 0;
     for (const ws of this.#sockets) {
@@ -84,8 +86,7 @@ export class BareRoom {
         // Closing or closed: it leaves with its close event.
       }
     }
-    const answer: PublishAnswer = { room, seq, recipients };
-    return Response.json(answer);
+    return { seq, recipients };
   }
 
   // Client frames (acks) are accepted and ignored: there is no window to free.

@@ -18,13 +18,12 @@ export interface DurableObjectState {
   storage: { sql: SqlStorage };
 }
 
-export interface DurableObjectStub {
-  fetch(request: Request): Promise<Response>;
-}
+/** A stub: `fetch`, plus the object's public methods as RPC (`Methods`). */
+export type DurableObjectStub<Methods> = Methods & { fetch(request: Request): Promise<Response> };
 
-export interface DurableObjectNamespace {
+export interface DurableObjectNamespace<Methods> {
   idFromName(name: string): unknown;
-  get(id: unknown): DurableObjectStub;
+  get(id: unknown): DurableObjectStub<Methods>;
 }
 
 /** What a 101 answer carries besides the usual init: the server end of the pair. */

@@ -4,11 +4,13 @@
  * checks, no registry: the runtime's own cost of carrying a request to an
  * object and back.
  */
+import type { PublishAnswer } from "../../../protocol";
+import type { BarePublished } from "./room";
 import type { DurableObjectNamespace } from "./runtime";
 export { BareRoom } from "./room";
 
 interface Env {
-  ROOMS: DurableObjectNamespace;
+  ROOMS: DurableObjectNamespace<{ publish(body: string): Promise<BarePublished> }>;
 }
 
 const ROOM_ROUTE = /^\/rooms\/([^/]+)\/(ws|publish)$/;
@@ -22,6 +24,11 @@ export default {
     const upgrade = match[2] === "ws";
     if (upgrade !== (request.headers.get("upgrade")?.toLowerCase() === "websocket")) return new Response("upgrade required", { status: 426 });
     if (!upgrade && request.method !== "POST") return new Response("method not allowed", { status: 405 });
-    return env.ROOMS.get(env.ROOMS.idFromName(decodeURIComponent(match[1] as string))).fetch(request);
+    const room = decodeURIComponent(match[1] as string);
+    const stub = env.ROOMS.get(env.ROOMS.idFromName(room));
+    if (upgrade) return stub.fetch(request);
+    const { seq, recipients } = await stub.publish(await request.text());
+    const answer: PublishAnswer = { room, seq, recipients };
+    return Response.json(answer);
   },
 };
