@@ -14,10 +14,13 @@ export interface BareConfigOptions {
   address: string;
   durable: boolean;
   dataDir: string;
+  /** V8 flags for the whole process (workerd's config has no per-worker ones). */
+  v8Flags: string[];
 }
 
 export function bareWorkerdConfig(options: BareConfigOptions): unknown {
   return {
+    ...(options.v8Flags.length ? { v8Flags: options.v8Flags } : {}),
     services: [
       {
         name: "main",

@@ -5,7 +5,7 @@
  * stopped (SIGTERM, SIGINT) and workerd cannot outlive it (the local server's
  * watchdog, local-server/workerd-process.mjs).
  *
- * Run: node load/dist/bare-server.js --port 18220 [--durable --data DIR]
+ * Run: node load/dist/bare-server.js --port 18220 [--durable] [--data DIR] [--v8-flag --perf-basic-prof]
  * (build first: node load/build.mjs)
  */
 import { mkdirSync, mkdtempSync, readFileSync } from "node:fs";
@@ -18,7 +18,7 @@ import { DIST_DIR, REPO_ROOT } from "../../src/target/target";
 import { bareWorkerdConfig } from "./config";
 
 const { values } = parseArgs({
-  options: { port: { type: "string" }, durable: { type: "boolean" }, data: { type: "string" } },
+  options: { port: { type: "string" }, durable: { type: "boolean" }, data: { type: "string" }, "v8-flag": { type: "string", multiple: true } },
 });
 const port = Number(values.port ?? process.env.PORT ?? 18220);
 if (!Number.isInteger(port) || port <= 0 || port > 65535) throw new Error(`bad port ${values.port}`);
@@ -32,6 +32,8 @@ const config = await encodeWorkerdConfig(
     address: `127.0.0.1:${port}`,
     durable,
     dataDir,
+    // E.g. --perf-basic-prof, so that a profiler can name JavaScript frames.
+    v8Flags: values["v8-flag"] ?? [],
   }),
 );
 const workerd = startWorkerd({ bin: join(REPO_ROOT, "node_modules/workerd/bin/workerd"), config, listenFd: null, privateDir: "", env: process.env });
