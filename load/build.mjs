@@ -35,4 +35,6 @@ await build({
   entryPoints: [join(root, "baselines/bare-workerd/worker.ts")],
   outfile: join(root, "dist/bare-workerd-worker.js"),
   external: ["cloudflare:*"],
+  // Inline, so a profile can map the bundle's frames to worker.ts and room.ts (bench/perf-steps.mjs).
+  sourcemap: "inline",
 });

@@ -26,7 +26,9 @@ const FILE_STEPS = [
   [/node_modules\/hono\/|worker\/(app|index|errors|env|local-admission|local-routes)\.ts/, "routing (Hono, handlers, answer)"],
   [/common\/log\.ts/, "logging"],
   [/protocol\//, "protocol helpers"],
-  [/load\/baselines\/bare-workerd\//, "bare baseline's JavaScript"],
+  // The bare baseline's worker does routing, body read and answer in one function; its room, the publish.
+  [/load\/baselines\/bare-workerd\/worker\.ts/, "routing (Hono, handlers, answer)"],
+  [/load\/baselines\/bare-workerd\/room\.ts/, "room: RPC entry, other"],
 ];
 
 /** Stacks without a frame of the bundle: the runtime's own work. */

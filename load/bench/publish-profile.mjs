@@ -96,7 +96,7 @@ async function startBare(durable) {
   await until(async () => /workerd pid \d+/.test(out) && (await healthy()), child, "bare baseline");
   return {
     pid: Number(/workerd pid (\d+)/.exec(out)[1]),
-    bundle: undefined,
+    bundle: join(ROOT, "load/dist/bare-workerd-worker.js"),
     stop: async () => {
       const exited = new Promise((r) => child.once("exit", r));
       child.kill("SIGTERM");
