@@ -19,11 +19,11 @@
 // Bounded: every request has a 30 s timeout, the burst stops after 300 s.
 
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import { Agent, request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { cpuMs, ROOT, startLocalServer, stopLocalServer } from "./local-server.mjs";
+import { cpuMs, ROOT, rssMb, startLocalServer, stopLocalServer } from "./local-server.mjs";
 
 const argv = process.argv.slice(2);
 const option = (name, fallback) => {
@@ -38,6 +38,9 @@ const GATE = option("gate", "off");
 const PORT = Number(option("port", "18721"));
 const BURST_LIMIT_MS = 300_000;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+// Servers must not outlive this script, whatever ends it (one listener for all of them).
+const running = new Set();
+process.on("exit", () => running.forEach((child) => child.kill("SIGKILL")));
 
 async function startBare(durable) {
   const dir = mkdtempSync(join(tmpdir(), "new-rooms-bare-"));
@@ -48,7 +51,8 @@ async function startBare(durable) {
   const keep = (d) => (output = (output + d).slice(-200_000));
   child.stdout.on("data", keep);
   child.stderr.on("data", keep);
-  process.on("exit", () => child.kill("SIGKILL"));
+  running.add(child);
+  child.once("exit", () => running.delete(child));
   const deadline = Date.now() + 30_000;
   for (;;) {
     const pid = /workerd pid (\d+)/.exec(output)?.[1];
@@ -92,15 +96,48 @@ function publish(agent, url, room, body) {
   });
 }
 
+/** CPU so far, or undefined once the process is gone (a server that died mid-phase is a finding, not a crash of this script). */
+function cpuOf(pid) {
+  try {
+    return cpuMs(pid);
+  } catch {
+    return undefined;
+  }
+}
+
 const percentile = (sorted, q) => Math.round((sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0) * 10) / 10;
+
+/**
+ * Descriptors, memory mappings and RSS of the server every second: what it
+ * held when it answered its last publish. Mappings, because every SQLite
+ * database maps its WAL index and the kernel allows a process
+ * /proc/sys/vm/max_map_count of them.
+ */
+function watch(pid) {
+  const seen = { samples: 0, peakFds: 0, peakMaps: 0, peakRssMb: 0, maxMapCount: Number(readFileSync("/proc/sys/vm/max_map_count", "utf8")), last: null };
+  const timer = setInterval(() => {
+    try {
+      const sample = { fds: readdirSync(`/proc/${pid}/fd`).length, maps: readFileSync(`/proc/${pid}/maps`, "utf8").split("\n").length - 1, rssMb: Math.round(rssMb(pid)) };
+      seen.samples++;
+      seen.peakFds = Math.max(seen.peakFds, sample.fds);
+      seen.peakMaps = Math.max(seen.peakMaps, sample.maps);
+      seen.peakRssMb = Math.max(seen.peakRssMb, sample.rssMb);
+      seen.last = sample;
+    } catch {
+      // Gone: the last sample stands.
+    }
+  }, 1000);
+  return { seen, stop: () => clearInterval(timer) };
+}
 
 /** Publishes into `rooms` with `inFlight` at once; CPU and outcomes of the whole phase. */
 async function phase(server, rooms, inFlight, limitMs = Infinity) {
+  const watcher = watch(server.pid);
   const agent = new Agent({ keepAlive: true, maxSockets: inFlight });
   const statuses = {};
   const errors = {};
   const ms = [];
-  const cpu0 = cpuMs(server.pid);
+  const cpu0 = cpuOf(server.pid);
   const t0 = performance.now();
   let next = 0;
   await Promise.all(
@@ -115,7 +152,9 @@ async function phase(server, rooms, inFlight, limitMs = Infinity) {
     }),
   );
   const wallMs = performance.now() - t0;
-  const cpu = cpuMs(server.pid) - cpu0;
+  watcher.stop();
+  const cpu1 = cpuOf(server.pid);
+  const cpu = cpu0 === undefined || cpu1 === undefined ? undefined : cpu1 - cpu0;
   agent.destroy();
   ms.sort((a, b) => a - b);
   const answered = Object.values(statuses).reduce((a, b) => a + b, 0);
@@ -126,7 +165,9 @@ async function phase(server, rooms, inFlight, limitMs = Infinity) {
     connectionErrors: errors,
     seconds: Math.round(wallMs) / 1000,
     perSecond: Math.round(ms.length / (wallMs / 1000)),
-    serverCpuPerPublishUs: Math.round((cpu * 1000) / Math.max(1, ms.length)),
+    serverAlive: cpu1 !== undefined,
+    server: watcher.seen,
+    serverCpuPerPublishUs: cpu === undefined ? null : Math.round((cpu * 1000) / Math.max(1, ms.length)),
     serverCpuPlusMinusUs: Math.round((20 * 1000) / Math.max(1, ms.length)),
     latencyMs: { p50: percentile(ms, 0.5), p99: percentile(ms, 0.99), max: percentile(ms, 1) },
   };
@@ -145,8 +186,10 @@ for (const target of TARGETS) {
   const burst = await phase(server, burstRooms, IN_FLIGHT, BURST_LIMIT_MS);
   await sleep(1000);
   // What the server said (the tail of its output: the burst is the last thing it did), beyond its usual lines.
-  const log = server.output().split("\n").filter((l) => /error|fail|abort|overload|exceed|refus|reset|kill|timeout/i.test(l));
-  const result = { target, gate: target === "ours" ? GATE : "none", first, again, firstPublishExtraCpuUs: first.serverCpuPerPublishUs - again.serverCpuPerPublishUs, burst, burstLogLines: log.length, burstLogSample: [...new Set(log.map((l) => l.slice(0, 400)))].slice(0, 12) };
+  const lines = server.output().split("\n");
+  const log = lines.filter((l) => /error|fail|abort|overload|exceed|refus|reset|kill|timeout|exited|signal/i.test(l));
+  const result = {
+    serverTail: burst.serverAlive ? undefined : lines.slice(-30), target, gate: target === "ours" ? GATE : "none", first, again, firstPublishExtraCpuUs: first.serverCpuPerPublishUs - again.serverCpuPerPublishUs, burst, burstLogLines: log.length, burstLogSample: [...new Set(log.map((l) => l.slice(0, 400)))].slice(0, 12) };
   results.push(result);
   console.log(JSON.stringify(result));
   await server.stop();

@@ -27,8 +27,8 @@ const FILE_STEPS = [
   [/common\/log\.ts/, "logging"],
   [/protocol\//, "protocol helpers"],
   // The bare baseline's worker does routing, body read and answer in one function; its room, the publish.
-  [/load\/baselines\/bare-workerd\/worker\.ts/, "routing (Hono, handlers, answer)"],
-  [/load\/baselines\/bare-workerd\/room\.ts/, "room: RPC entry, other"],
+  [/baselines\/bare-workerd\/worker\.ts/, "routing (Hono, handlers, answer)"],
+  [/baselines\/bare-workerd\/room\.ts/, "room: RPC entry, other"],
 ];
 
 /** Stacks without a frame of the bundle: the runtime's own work. */

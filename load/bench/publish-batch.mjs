@@ -31,11 +31,15 @@ const SECONDS = Number(option("seconds", "8"));
 const ROUNDS = Number(option("rounds", "3"));
 const PORT = Number(option("port", "18741"));
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+// Servers must not outlive this script, whatever ends it (one listener for all of them).
+const running = new Set();
+process.on("exit", () => running.forEach((child) => child.kill("SIGKILL")));
 
 async function startBare(durable) {
   const dir = mkdtempSync(join(tmpdir(), "publish-batch-"));
   const child = spawn(process.execPath, [join(ROOT, "load/dist/bare-server.js"), "--port", String(PORT), "--data", dir, ...(durable ? ["--durable"] : [])], { stdio: ["ignore", "pipe", "inherit"] });
-  process.on("exit", () => child.kill("SIGKILL"));
+  running.add(child);
+  child.once("exit", () => running.delete(child));
   let out = "";
   child.stdout.on("data", (d) => (out += d));
   const deadline = Date.now() + 30_000;

@@ -37,7 +37,8 @@ const SOCKETS = Number(option("sockets", "1"));
 const CONNECTIONS = Number(option("connections", "20"));
 const SECONDS = Number(option("seconds", "10"));
 const PORT = Number(option("port", "18731"));
-const PERF_FLAGS = ["--perf-basic-prof"];
+// Interpreted and baseline-compiled functions get a frame of their own too, so every JS frame is named.
+const PERF_FLAGS = ["--perf-basic-prof", "--interpreted-frames-native-stack"];
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const cleanups = [];
 process.on("exit", () => cleanups.forEach((c) => c()));

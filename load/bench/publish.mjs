@@ -39,6 +39,8 @@ const PORT = Number(option("port", "18701"));
 const CLK_TCK = 100;
 const root = fileURLToPath(new URL("../../", import.meta.url));
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const running = new Set();
+process.on("exit", () => running.forEach((child) => child.kill("SIGTERM")));
 
 let autocannon;
 try {
@@ -73,8 +75,9 @@ async function start(target) {
         ? [join(root, "load/dist/bare-server.js"), "--port", String(PORT), "--data", join(dir, "data"), ...(target === "bare-durable" ? ["--durable"] : [])]
         : [join(root, "load/dist/baseline-server.js"), "--port", String(PORT), ...(target === "durable" ? ["--durable", join(dir, "history.sqlite")] : [])];
   const child = spawn(process.execPath, args, { env: { ...process.env, PORT: String(PORT), DATA_DIR: join(dir, "data") }, stdio: ["ignore", "pipe", "pipe"] });
-  // The server must not outlive this script, whatever ends it.
-  process.on("exit", () => child.kill("SIGTERM"));
+  // The server must not outlive this script, whatever ends it (one listener for all of them).
+  running.add(child);
+  child.once("exit", () => running.delete(child));
   let out = "";
   child.stdout.on("data", (d) => (out += d));
   child.stderr.on("data", (d) => (out += d));
