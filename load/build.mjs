@@ -3,6 +3,7 @@
 import { build } from "esbuild";
 import { fileURLToPath } from "node:url";
 import { dirname, join } from "node:path";
+import { WORKERD_BUNDLE } from "../tools/build-worker.mjs";
 
 const root = dirname(fileURLToPath(import.meta.url));
 
@@ -11,6 +12,7 @@ const entries = {
   capacity: "src/capacity-cli.ts",
   "client-worker": "src/client/worker.ts",
   "baseline-server": "baselines/ws-room-server.ts",
+  "bare-server": "baselines/bare-workerd/server.ts",
 };
 
 await build({
@@ -25,4 +27,14 @@ await build({
   logLevel: "warning",
   // Bundled CommonJS dependencies may call require(); give ESM output one.
   banner: { js: "import { createRequire as __loadCreateRequire } from 'node:module'; const require = __loadCreateRequire(import.meta.url);" },
+});
+
+// The bare workerd baseline's worker runs on workerd, bundled as the service's worker is.
+await build({
+  ...WORKERD_BUNDLE,
+  entryPoints: [join(root, "baselines/bare-workerd/worker.ts")],
+  outfile: join(root, "dist/bare-workerd-worker.js"),
+  external: ["cloudflare:*"],
+  // Inline, so a profile can map the bundle's frames to worker.ts and room.ts (bench/perf-steps.mjs).
+  sourcemap: "inline",
 });

@@ -12,6 +12,12 @@
 // Each variant's text after "::" is appended to the common arguments. A
 // variant run with --baseline contributes two columns: "<name>" (ours) and
 // "<name> (baseline)"; --baseline-only gives one column, the baseline's.
+//
+// --rounds N (before the "--") runs every variant N times, interleaved: round r
+// runs the variants in an order rotated by r, so none always goes first (or
+// last, after the machine warmed up). Each cell is then the median of the N
+// rounds, with the lowest and highest and the spread (highest - lowest) /
+// median beneath it; ratios are of medians.
 
 import { spawnSync } from "node:child_process";
 import { writeFileSync, mkdirSync } from "node:fs";
@@ -25,10 +31,17 @@ if (split < 0) {
   process.exit(2);
 }
 const variants = [];
+let rounds = 1;
 for (let i = 0; i < split; i++) {
   if (argv[i] === "--variant") {
     const [name, extra = ""] = argv[++i].split("::");
     variants.push({ name, extra: extra.split(/\s+/).filter(Boolean) });
+  } else if (argv[i] === "--rounds") {
+    rounds = Number(argv[++i]);
+    if (!Number.isInteger(rounds) || rounds < 1 || rounds > 20) {
+      console.error("--rounds takes an integer from 1 to 20");
+      process.exit(2);
+    }
   }
 }
 const common = argv.slice(split + 1);
@@ -71,24 +84,38 @@ const METRICS = [
   ["machineBusyPercent", "machine busy (%)", 0],
 ];
 
-const results = [];
-for (const variant of variants) {
-  const args = [`${root}load/dist/cli.js`, ...common, ...variant.extra, "--json", "--quiet", "--no-report"];
-  console.error(`\n== ${variant.name}: node ${args.slice(1).join(" ")}`);
-  const run = spawnSync(process.execPath, args, { cwd: root, encoding: "utf8", maxBuffer: 256 * 1024 * 1024, stdio: ["ignore", "pipe", "inherit"] });
-  if (run.status !== 0) {
-    console.error(`${variant.name}: the load tool exited with ${run.status}`);
-    process.exit(1);
-  }
-  const json = JSON.parse(run.stdout.slice(run.stdout.indexOf("{")));
-  for (const [i, targetRun] of json.runs.entries()) {
-    const name = i === 0 ? variant.name : `${variant.name} (${targetRun.label})`;
-    if (!targetRun.ok) console.error(`${name}: FAILED: ${targetRun.error}`);
-    const summary = { ...targetRun.summary, ...timelineFigures(targetRun) };
-    const slow = targetRun.details?.slow;
-    results.push({ name, summary, slow, notes: targetRun.notes ?? [], closes: targetRun.details?.closesByCode, json: i === 0 ? json : undefined });
+/** Per column (a variant's target run), in the order first seen: every round's summary. */
+const columns = new Map();
+const runsJson = [];
+for (let round = 0; round < rounds; round++) {
+  for (let k = 0; k < variants.length; k++) {
+    const variant = variants[(k + round) % variants.length];
+    const args = [`${root}load/dist/cli.js`, ...common, ...variant.extra, "--json", "--quiet", "--no-report"];
+    console.error(`\n== round ${round + 1}/${rounds}, ${variant.name}: node ${args.slice(1).join(" ")}`);
+    const run = spawnSync(process.execPath, args, { cwd: root, encoding: "utf8", maxBuffer: 256 * 1024 * 1024, stdio: ["ignore", "pipe", "inherit"] });
+    if (run.status !== 0) {
+      console.error(`${variant.name}: the load tool exited with ${run.status}`);
+      process.exit(1);
+    }
+    const json = JSON.parse(run.stdout.slice(run.stdout.indexOf("{")));
+    runsJson.push({ round: round + 1, name: variant.name, result: json });
+    for (const [i, targetRun] of json.runs.entries()) {
+      const name = i === 0 ? variant.name : `${variant.name} (${targetRun.label})`;
+      if (!targetRun.ok) console.error(`${name}: FAILED: ${targetRun.error}`);
+      const column = columns.get(name) ?? { name, order: variants.indexOf(variant) * 10 + i, rounds: [] };
+      column.rounds.push({
+        round: round + 1,
+        summary: { ...targetRun.summary, ...timelineFigures(targetRun) },
+        slow: targetRun.details?.slow,
+        notes: targetRun.notes ?? [],
+        closes: targetRun.details?.closesByCode,
+      });
+      columns.set(name, column);
+    }
   }
 }
+// Columns in the order the variants were given, whatever order the rounds ran them in.
+const results = [...columns.values()].sort((a, b) => a.order - b.order);
 
 /**
  * Figures only the timeline holds: server RSS growth from the start of
@@ -110,27 +137,59 @@ function timelineFigures(targetRun) {
   return out;
 }
 
-const pad = (text, width) => String(text).padStart(width);
-const head = ["metric".padEnd(36), ...results.map((r) => pad(r.name, 24)), ...results.slice(1).map((r) => pad(`${r.name} / ${results[0].name}`, 24))];
-const lines = [head.join("  ")];
+function median(values) {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+const WIDTH = 24;
+const pad = (text, width = WIDTH) => String(text).padStart(width);
+const format = (value, digits) => value.toLocaleString("en-US", { maximumFractionDigits: digits });
+const head = ["metric".padEnd(36), ...results.map((r) => pad(r.name)), ...results.slice(1).map((r) => pad(`${r.name} / ${results[0].name}`))];
+const lines = [rounds > 1 ? `median of ${rounds} interleaved rounds; beneath each: lowest-highest (spread = (highest - lowest) / median)` : "one round", head.join("  ")];
 for (const [key, label, digits, scale = 1] of METRICS) {
-  const values = results.map((r) => (typeof r.summary[key] === "number" ? r.summary[key] * scale : null));
-  if (values.every((v) => v === null)) continue;
-  const cells = values.map((v) => pad(v === null ? "-" : v.toLocaleString("en-US", { maximumFractionDigits: digits }), 24));
-  const ratios = values.slice(1).map((v) => pad(v !== null && values[0] ? `${(v / values[0]).toFixed(2)}x` : "-", 24));
+  const perColumn = results.map((r) => r.rounds.map((x) => x.summary[key]).filter((v) => typeof v === "number").map((v) => v * scale));
+  if (perColumn.every((values) => values.length === 0)) continue;
+  const medians = perColumn.map((values) => (values.length ? median(values) : null));
+  const cells = medians.map((v) => pad(v === null ? "-" : format(v, digits)));
+  const ratios = medians.slice(1).map((v) => pad(v !== null && medians[0] ? `${(v / medians[0]).toFixed(2)}x` : "-"));
   lines.push([label.padEnd(36), ...cells, ...ratios].join("  "));
+  if (rounds > 1) {
+    const spreads = perColumn.map((values, i) => {
+      if (values.length < 2) return pad("");
+      const lo = Math.min(...values);
+      const hi = Math.max(...values);
+      const spread = medians[i] ? ` (${(((hi - lo) / Math.abs(medians[i])) * 100).toFixed(1)}%)` : "";
+      return pad(`${format(lo, digits)}-${format(hi, digits)}${spread}`);
+    });
+    lines.push(["".padEnd(36), ...spreads].join("  "));
+  }
 }
 console.log(lines.join("\n"));
 for (const r of results) {
-  if (r.closes && Object.keys(r.closes).length) console.log(`${r.name}: closes by code ${JSON.stringify(r.closes)}`);
-  if (r.slow) console.log(`${r.name}: slow clients ${JSON.stringify({ ...r.slow, totals: undefined, note: undefined })}`);
-  for (const note of r.notes) console.log(`${r.name}: ${note}`);
+  for (const x of r.rounds) {
+    const tag = rounds > 1 ? `${r.name}, round ${x.round}` : r.name;
+    if (x.closes && Object.keys(x.closes).length) console.log(`${tag}: closes by code ${JSON.stringify(x.closes)}`);
+    if (x.slow) console.log(`${tag}: slow clients ${JSON.stringify({ ...x.slow, totals: undefined, note: undefined })}`);
+  }
+  // Notes are the same every round more often than not: each distinct one once.
+  for (const note of new Set(r.rounds.flatMap((x) => x.notes))) console.log(`${r.name}: ${note}`);
 }
 
 mkdirSync(`${root}load/results`, { recursive: true });
 const out = `${root}load/results/compare-${new Date().toISOString().replace(/[:.]/g, "-")}.json`;
 writeFileSync(
   out,
-  JSON.stringify({ command: process.argv.slice(1), results: results.filter((r) => r.json).map((r) => ({ name: r.name, result: r.json })) }, null, 2),
+  JSON.stringify(
+    {
+      command: process.argv.slice(1),
+      rounds,
+      columns: results.map((r) => ({ name: r.name, rounds: r.rounds.map((x) => ({ round: x.round, summary: x.summary })) })),
+      results: runsJson,
+    },
+    null,
+    2,
+  ),
 );
 console.log(`\nresults: ${out}`);

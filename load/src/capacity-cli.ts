@@ -28,7 +28,7 @@ import { cloudflarePerMillion, hostedEstimate, referenceEstimate, vpsPerMillion 
 import { CLOUDFLARE_PRICING } from "./capacity/pricing";
 import { formatWithUncertainty } from "./report/metrics";
 import { costTable, perMillionTable, resourceTable, sourcesList } from "./capacity/render";
-import { shardedFanout, type ShardCosts, type ShardShape } from "./capacity/sharded";
+import { shardedFanout, type ShardCosts, type ShardShape, type ShardedFanout } from "./capacity/sharded";
 import { shardCostsFrom } from "./capacity/sharded-inputs";
 import { shardedGrid, shardedSection } from "./capacity/sharded-render";
 
@@ -69,7 +69,8 @@ Fixed-price server to compare with:
   --vps-transfer-tb T    included outgoing transfer per server and month, 10^12 bytes (default 1)
   --vps-transfer-usd-per-gb P  transfer beyond that, USD per 10^9 bytes (default 0.01)
 
-Sharded room on Cloudflare (docs/sharded-rooms.md); printed with --shard-sockets or --sharded-grid:
+Sharded room on Cloudflare (docs/sharded-rooms.md); with --shard-sockets or --sharded-grid the tool prints
+only the sharded room (its bill replaces the model of --connections above):
   --shard-sockets N      sockets per object (ROOM_SHARD_SOCKETS); 0 = chosen from --leaf-budget
   --room-rate R          messages per second into the room (default: msgs-per-conn × room-size);
                          the room's subscribers are --room-size
@@ -253,6 +254,22 @@ function main(): number {
     ? [100_000, 1_000_000].flatMap((n) => [1, 10].map((rate) => shardedFanout(shapeFor(n, rate, shardSockets), shard.costs, CLOUDFLARE_PRICING)))
     : undefined;
 
+  // A sharded room is its own question, with its own bill: the many-rooms
+  // model of --connections would answer another one beside it.
+  if (wantSharded) {
+    if (values.json) {
+      const plain = (r: ShardedFanout) => ({ ...r, shape: { ...r.shape, acksPerSocketAt: undefined } });
+      process.stdout.write(
+        `${JSON.stringify({ ...(sharded ? { sharded: plain(sharded) } : {}), shardCosts: shard.costs, shardSources: shard.sources, ...(grid ? { shardedGrid: grid.map(plain) } : {}) }, null, 2)}\n`,
+      );
+      return 0;
+    }
+    const out = [sharded ? shardedSection(sharded, shard.costs, shard.sources) : "", grid ? shardedGrid(grid) : ""].filter(Boolean);
+    out.push("(one sharded room; without --shard-sockets and --sharded-grid the tool models --connections in rooms of --room-size)");
+    process.stdout.write(`${out.join("\n\n")}\n`);
+    return 0;
+  }
+
   if (values.json) {
     process.stdout.write(
       `${JSON.stringify(
@@ -270,8 +287,6 @@ function main(): number {
           baselineCosts: baseline.costs,
           perMillionDelivered: perMillion,
           pricingSources: CLOUDFLARE_PRICING.sources,
-          ...(sharded ? { sharded: { ...sharded, shape: { ...sharded.shape, acksPerSocketAt: undefined } }, shardCosts: shard.costs, shardSources: shard.sources } : {}),
-          ...(grid ? { shardedGrid: grid.map((r) => ({ ...r, shape: { ...r.shape, acksPerSocketAt: undefined } })) } : {}),
         },
         null,
         2,
@@ -319,8 +334,6 @@ function main(): number {
   out.push(perMillionTable(`Cost per million delivered messages (${fmt(cost.deliveriesPerMonth / 1e6)} million deliveries a month), beside list prices:`, perMillion));
   out.push("");
   out.push(sourcesList("Cloudflare prices used:", CLOUDFLARE_PRICING.sources));
-  if (sharded) out.push("", shardedSection(sharded, shard.costs, shard.sources));
-  if (grid) out.push("", shardedGrid(grid));
   process.stdout.write(`${out.join("\n")}\n`);
   return 0;
 }

@@ -1,6 +1,6 @@
 /**
  * `npm run load -- <scenario> [options]`: runs one load scenario against the
- * service (and, with --baseline, against the bundled Node ws baseline in the
+ * service (and, with --baseline, --baseline-bare, --baseline-bare-durable, against the bundled baselines in the
  * same invocation), prints a table, and writes JSON and HTML reports.
  */
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { PING_INTERVAL_SECONDS } from "../../protocol";
 import { ClientPool } from "./client/pool";
-import { USAGE, UsageRequested, estimatedSeconds, parseLoadOptions, totalSockets, type LoadOptions, type ScenarioName } from "./options";
+import { USAGE, UsageRequested, estimatedSeconds, parseLoadOptions, targetLabels, totalSockets, type LoadOptions, type ScenarioName, type TargetLabel } from "./options";
 import { HttpClient } from "./publisher";
 import { renderHtml } from "./report/html";
 import { ProgressLine } from "./report/progress";
@@ -33,7 +33,7 @@ const SCENARIO_RUNNERS: Record<ScenarioName, Scenario> = {
 };
 
 interface TargetSpec {
-  label: "ours" | "baseline";
+  label: TargetLabel;
 }
 
 /** Things to tear down if the hard time limit or a signal ends the run early. */
@@ -44,6 +44,12 @@ function log(text: string): void {
 }
 
 async function resolveTarget(options: LoadOptions, spec: TargetSpec): Promise<{ address: TargetAddress; spawned?: SpawnedServer }> {
+  if (spec.label === "bare" || spec.label === "bare-durable") {
+    const port = spec.label === "bare" ? options.barePort : options.barePort + 1;
+    const spawned = await SpawnedServer.start(spec.label, port);
+    live.servers.add(spawned);
+    return { address: parseTargetUrl(`http://127.0.0.1:${port}`, false), spawned };
+  }
   if (spec.label === "baseline") {
     const spawned = await SpawnedServer.start("baseline", options.baselinePort, {}, options.baselineDurable);
     live.servers.add(spawned);
@@ -58,6 +64,14 @@ async function resolveTarget(options: LoadOptions, spec: TargetSpec): Promise<{ 
   return { address: parseTargetUrl(options.url, options.allowRemote) };
 }
 
+/** What a reader must know about a baseline to read its figures. */
+function targetNotes(options: LoadOptions, label: TargetLabel): string[] {
+  if (label === "baseline" && options.baselineDurable) return ["durable baseline: each message is committed to SQLite (WAL, synchronous=FULL) before its publish is answered"];
+  if (label === "bare") return ["bare workerd baseline: one object per room sends each publish to every socket; no acks, window, history, coalescing or auth"];
+  if (label === "bare-durable") return ["bare workerd baseline, durable: each message is inserted into the room object's SQLite before its publish is answered and sent"];
+  return [];
+}
+
 async function runTarget(options: LoadOptions, spec: TargetSpec, hardStopAt: number, runId: string): Promise<TargetRun> {
   const startedAt = new Date();
   const run: TargetRun = {
@@ -70,7 +84,7 @@ async function runTarget(options: LoadOptions, spec: TargetSpec, hardStopAt: num
     details: {},
     timeline: [],
     marks: [],
-    notes: spec.label === "baseline" && options.baselineDurable ? ["durable baseline: each message is committed to SQLite (WAL, synchronous=FULL) before its publish is answered"] : [],
+    notes: targetNotes(options, spec.label),
   };
   let spawned: SpawnedServer | undefined;
   let pool: ClientPool | undefined;
@@ -228,7 +242,7 @@ async function main(): Promise<number> {
       return 2;
     }
   }
-  const specs: TargetSpec[] = options.baselineOnly ? [{ label: "baseline" }] : [{ label: "ours" }, ...(options.baseline ? [{ label: "baseline" as const }] : [])];
+  const specs: TargetSpec[] = targetLabels(options).map((label) => ({ label }));
   const limitSeconds = options.maxSeconds || estimatedSeconds(options);
   const hardStopAt = Date.now() + limitSeconds * 1000;
   const watchdog = setTimeout(() => void emergencyStop(`hard time limit of ${limitSeconds} s reached`), limitSeconds * 1000 + 15_000);

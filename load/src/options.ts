@@ -19,6 +19,12 @@ export interface LoadOptions {
   baselinePort: number;
   /** The baseline commits each message to SQLite before answering its publish (like the service). */
   baselineDurable: boolean;
+  /** Also run against the bare workerd baseline (load/baselines/bare-workerd): send-only. */
+  baselineBare: boolean;
+  /** Also run against the bare workerd baseline that stores each message in SQLite before answering. */
+  baselineBareDurable: boolean;
+  /** Port of the bare baselines (the durable one listens on the next port). */
+  barePort: number;
   /** The --spawn'ed local server's accept gate (local-server/: the launcher relays connections to workerd). */
   serverGate: "auto" | "on" | "off";
   serverPid: number | undefined;
@@ -91,6 +97,12 @@ Target (loopback only unless --allow-remote):
   --baseline             also run the same scenario against the bundled Node ws baseline server and print ratios
   --baseline-only        run only against the baseline (spawned on --baseline-port)
   --baseline-port N      default 18210
+  --baseline-bare        also run against the bare workerd baseline (load/baselines/bare-workerd: one object per
+                         room that sends each publish to every socket, nothing else), run on workerd directly
+  --baseline-bare-durable  also run against the bare workerd baseline that inserts each message into SQLite
+                         before it answers and sends. With --baseline-only, only the baselines named run
+                         (the Node one when none of --baseline-bare, --baseline-bare-durable is given)
+  --bare-port N          port of the bare baseline (default 18220; the durable one listens on N + 1)
   --baseline-durable     the baseline commits history to SQLite (WAL, synchronous=FULL) before it answers each
                          publish, as the service does (needs: npm install --no-save better-sqlite3@12.11.1)
   --server-pid PID       process to sample (default: whoever listens on the target port)
@@ -172,6 +184,9 @@ export function parseLoadOptions(argv: string[]): LoadOptions {
       baseline: { type: "boolean" },
       "baseline-only": { type: "boolean" },
       "baseline-durable": { type: "boolean" },
+      "baseline-bare": { type: "boolean" },
+      "baseline-bare-durable": { type: "boolean" },
+      "bare-port": { type: "string" },
       "server-gate": { type: "string" },
       "baseline-port": { type: "string" },
       "server-pid": { type: "string" },
@@ -230,6 +245,9 @@ export function parseLoadOptions(argv: string[]): LoadOptions {
     baseline: values.baseline ?? false,
     baselineOnly: values["baseline-only"] ?? false,
     baselineDurable: values["baseline-durable"] ?? false,
+    baselineBare: values["baseline-bare"] ?? false,
+    baselineBareDurable: values["baseline-bare-durable"] ?? false,
+    barePort: int(values["bare-port"], "bare-port", 18220, 1, 65534),
     serverGate: gateMode(values["server-gate"]),
     baselinePort: int(values["baseline-port"], "baseline-port", 18210, 1, 65535),
     serverPid: values["server-pid"] === undefined ? undefined : int(values["server-pid"], "server-pid", 0, 1, 2 ** 22),
@@ -283,6 +301,15 @@ export function totalSockets(options: Pick<LoadOptions, "scenario" | "sockets" |
   return options.scenario === "connect" ? options.sockets : options.sockets * options.rooms;
 }
 
+/** What one run is measured against, in order: ours, then each baseline asked for. */
+export type TargetLabel = "ours" | "baseline" | "bare" | "bare-durable";
+
+export function targetLabels(options: Pick<LoadOptions, "baseline" | "baselineOnly" | "baselineBare" | "baselineBareDurable">): TargetLabel[] {
+  const bare: TargetLabel[] = [...(options.baselineBare ? ["bare" as const] : []), ...(options.baselineBareDurable ? ["bare-durable" as const] : [])];
+  if (options.baselineOnly) return [...(options.baseline || bare.length === 0 ? ["baseline" as const] : []), ...bare];
+  return ["ours", ...(options.baseline ? ["baseline" as const] : []), ...bare];
+}
+
 /** Generous upper bound on a run's length, used as the hard stop when --max-seconds is not given. */
 export function estimatedSeconds(options: LoadOptions): number {
   const sockets = totalSockets(options);
@@ -290,7 +317,7 @@ export function estimatedSeconds(options: LoadOptions): number {
   const drain = options.deadlineMs / 1000 + 20;
   const body = options.scenario === "connect" ? options.holdSeconds : options.durationSeconds;
   const perTarget = setup + body + drain + 30;
-  const targets = options.baseline ? 2 : 1;
+  const targets = targetLabels(options).length;
   return Math.min(HARD_TIME_CAP_SECONDS, Math.ceil(perTarget * targets + 60));
 }
 

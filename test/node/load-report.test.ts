@@ -211,3 +211,84 @@ describe("HTML report labels", () => {
     expect(html).toContain("<td>400 ± 40 µs</td>");
   });
 });
+
+/** The `<svg>` of the chart titled `title` in an HTML report. */
+function chartTitled(html: string, title: string): string {
+  const at = html.indexOf(`aria-label="${title}"`);
+  expect(at).toBeGreaterThan(-1);
+  return html.slice(html.lastIndexOf("<svg", at), html.indexOf("</svg>", at) + 6);
+}
+
+/** The y-axis tick labels of a chart (right-aligned just left of the plot), as numbers. */
+function yTicks(svg: string): number[] {
+  return [...svg.matchAll(/<text x="58" y="[\d.]+" font-size="11" text-anchor="end" dominant-baseline="middle"[^>]*>([^<]+)<\/text>/g)].map((m) => Number((m[1] as string).replace(/k$/, "e3")));
+}
+
+describe("HTML report charts", () => {
+  it("extends the y axis to a tick at or above every series drawn, the dashed per-wave rates included", () => {
+    // Buckets peak at 400/s; the waves' own rate (accepted ÷ wave time) is 444/s, drawn dashed.
+    const run = fanoutRun();
+    run.timeline = [sample(0, "setup", 0), sample(1000, "connect", 0), sample(2000, "connect", 0, { handshakes: 400 }), sample(3000, "connect", 0, { handshakes: 800 })];
+    run.waves = [
+      { index: 1, attempted: 400, ok: 400, seconds: 0.9, rate: 444, failures: {}, serverCpuPerHandshakeUs: 400 },
+      { index: 2, attempted: 400, ok: 400, seconds: 0.9, rate: 444, failures: {}, serverCpuPerHandshakeUs: 400 },
+    ];
+    const svg = chartTitled(renderHtml(reportOf([run])), "Handshakes per second");
+    expect(svg).toContain("per wave (table)");
+    const ticks = yTicks(svg);
+    expect(ticks.length).toBeGreaterThan(2);
+    expect(Math.max(...ticks)).toBeGreaterThanOrEqual(444);
+  });
+
+  it("keeps every line inside the plot, under its highest tick", () => {
+    const svg = lineChart({ title: "t", xLabel: "x", yLabel: "y", series: [{ name: "s", points: [[0, 0], [1, 444], [2, 100]] }] });
+    const ticks = yTicks(svg);
+    expect(Math.max(...ticks)).toBe(500);
+    const plotTop = Number(/<rect x="64" y="([\d.]+)"/.exec(svg)?.[1]);
+    const ys = [...(/<path d="([^"]+)"/.exec(svg)?.[1] ?? "").matchAll(/[ML][\d.]+,([\d.]+)/g)].map((m) => Number(m[1]));
+    expect(Math.min(...ys)).toBeGreaterThanOrEqual(plotTop);
+  });
+
+  it("keeps phase labels inside the chart: one near the right edge ends at its line", () => {
+    const width = 760;
+    const svg = lineChart({
+      title: "t",
+      xLabel: "x",
+      yLabel: "y",
+      width,
+      series: [{ name: "s", points: [[0, 1], [100, 2]] }],
+      marks: [
+        { x: 0, label: "connect" },
+        { x: 99, label: "settle and drain the last sockets" },
+      ],
+    });
+    const labels = [...svg.matchAll(/<text x="([\d.]+)" y="[\d.]+" font-size="10" fill="#868e96"( text-anchor="end")?>([^<]+)<\/text>/g)].map((m) => ({
+      x: Number(m[1]),
+      end: m[2] !== undefined,
+      text: m[3] as string,
+    }));
+    expect(labels.map((l) => l.text)).toEqual(["connect", "settle and drain the last sockets"]);
+    const [first, last] = labels as [(typeof labels)[0], (typeof labels)[0]];
+    expect(first.end).toBe(false);
+    expect(last.end).toBe(true);
+    // An end-anchored label spans [x - its width, x]: both ends inside the chart.
+    expect(last.x).toBeLessThanOrEqual(width);
+    expect(last.x - last.text.length * 6).toBeGreaterThanOrEqual(0);
+  });
+});
+
+describe("HTML report tables", () => {
+  it("prints no empty failure object: a wave without failures reads '-', one with failures names them", () => {
+    const run = fanoutRun();
+    run.waves = [
+      { index: 1, attempted: 500, ok: 500, seconds: 0.5, rate: 1000, failures: {}, serverCpuPerHandshakeUs: 400 },
+      { index: 2, attempted: 500, ok: 497, seconds: 0.5, rate: 994, failures: { "client EMFILE": 3 }, serverCpuPerHandshakeUs: 400 },
+    ];
+    const report = reportOf([run]);
+    const html = renderHtml(report);
+    expect(html).not.toContain("{}</td>");
+    expect(html).toContain("<td>-</td></tr>");
+    expect(html).toContain("<td>client EMFILE 3</td></tr>");
+    expect(renderText(report)).not.toMatch(/\{\}/);
+  });
+});

@@ -1,7 +1,7 @@
 import type { LoadReport, TargetRun } from "../result";
 import { cpuPercentUncertainty } from "../stats/cpu-ticks";
 import type { TimelineSample } from "../target/sampler";
-import { METRICS, ROW_METRICS, formatMetric, formatWithUncertainty } from "./metrics";
+import { METRICS, ROW_METRICS, formatCounts, formatMetric, formatWithUncertainty } from "./metrics";
 import { bucketRates, bucketWidths, describeWidths, peakBucket, stepPoints, waveSegments, type Bucket } from "./rates";
 import { lineChart, type Series } from "./svg";
 import { cpuUncertaintyNote } from "./table";
@@ -219,7 +219,7 @@ function runSection(run: TargetRun): string {
       `<table><tr><th>wave</th><th>attempted</th><th>ok</th><th>seconds</th><th>handshakes/s (accepted ÷ wave time)</th><th>server CPU/handshake</th><th>failures</th></tr>${run.waves
         .map(
           (w) =>
-            `<tr><td>${w.index}</td><td>${w.attempted}</td><td>${w.ok}</td><td>${w.seconds.toFixed(2)}</td><td>${Math.round(w.rate)}</td><td>${esc(formatWithUncertainty(w.serverCpuPerHandshakeUs, waveUncertaintyUs(w), "us"))}</td><td>${esc(JSON.stringify(w.failures))}</td></tr>`,
+            `<tr><td>${w.index}</td><td>${w.attempted}</td><td>${w.ok}</td><td>${w.seconds.toFixed(2)}</td><td>${Math.round(w.rate)}</td><td>${esc(formatWithUncertainty(w.serverCpuPerHandshakeUs, waveUncertaintyUs(w), "us"))}</td><td>${esc(formatCounts(w.failures))}</td></tr>`,
         )
         .join("")}</table>`,
     );

@@ -166,3 +166,9 @@ export function ratio(ours: number | undefined, base: number | undefined): numbe
   if (ours === undefined || base === undefined || !Number.isFinite(ours) || !Number.isFinite(base) || base === 0) return undefined;
   return ours / base;
 }
+
+/** Counts by cause ("EMFILE": 3): "-" when there are none, rather than an empty object. */
+export function formatCounts(counts: Readonly<Record<string, number>>): string {
+  const entries = Object.entries(counts).filter(([, n]) => n > 0);
+  return entries.length ? entries.map(([cause, n]) => `${cause} ${n.toLocaleString("en-US")}`).join(", ") : "-";
+}

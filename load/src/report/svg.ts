@@ -28,10 +28,30 @@ export interface ChartOptions {
   formatY?: (v: number) => string;
 }
 
+/** Width of one character of a 10 px mark label, a generous average for the sans-serif fonts reports are read in. */
+export const MARK_CHAR_WIDTH = 6;
+
 const PALETTE = ["#d9480f", "#1c7ed6", "#2b8a3e", "#862e9c", "#e67700", "#0b7285"];
 
 function escapeXml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c] as string);
+}
+
+/**
+ * The top of an axis that shows every value up to `max`: the first nice tick
+ * at or above it, so nothing is drawn above the highest labelled tick (a
+ * dashed wave at 444/s under a last label of 400/s reads as 400).
+ */
+export function niceCeiling(min: number, max: number, count = 5): number {
+  let top = max;
+  // A wider span can choose a coarser step; a few rounds settle it.
+  for (let i = 0; i < 5; i++) {
+    const ticks = niceTicks(min, top, count);
+    const last = ticks[ticks.length - 1];
+    if (last === undefined || ticks.length < 2 || last >= max) return Math.max(top, last ?? top);
+    top = last + (last - (ticks[ticks.length - 2] as number));
+  }
+  return top;
 }
 
 /** "Nice" tick values covering [min, max]. */
@@ -92,6 +112,7 @@ export function lineChart(options: ChartOptions): string {
   const yMin = options.yMin ?? Math.min(0, ...ys);
   let yMax = options.yMax ?? Math.max(...ys);
   if (yMax === yMin) yMax = yMin + 1;
+  if (options.yMax === undefined) yMax = niceCeiling(yMin, yMax);
   const fx = (x: number): number =>
     margin.left + (xLog ? (Math.log10(Math.max(x, xMin)) - Math.log10(xMin)) / (Math.log10(xMax) - Math.log10(xMin)) : (x - xMin) / (xMax - xMin)) * plotW;
   const fy = (y: number): number => margin.top + plotH - ((y - yMin) / (yMax - yMin)) * plotH;
@@ -120,7 +141,10 @@ export function lineChart(options: ChartOptions): string {
     lastLabelX = px;
     const x = px.toFixed(1);
     parts.push(`<line x1="${x}" x2="${x}" y1="${margin.top}" y2="${margin.top + plotH}" stroke="#adb5bd" stroke-dasharray="3 3"/>`);
-    parts.push(`<text x="${px + 3}" y="${margin.top + 10 + row * 11}" font-size="10" fill="#868e96">${escapeXml(mark.label)}</text>`);
+    // A label that would run past the plot's right edge ends at its line instead of starting there.
+    const fits = px + 3 + mark.label.length * MARK_CHAR_WIDTH <= margin.left + plotW;
+    const anchor = fits ? "" : ' text-anchor="end"';
+    parts.push(`<text x="${(fits ? px + 3 : px - 3).toFixed(1)}" y="${margin.top + 10 + row * 11}" font-size="10" fill="#868e96"${anchor}>${escapeXml(mark.label)}</text>`);
   }
   let legendX = margin.left + 8;
   options.series.forEach((series, i) => {

@@ -1,6 +1,6 @@
 import type { ComparisonRow, LoadReport, TargetRun } from "../result";
 import { CPU_DELTA_TICKS, CPU_TICK_US } from "../stats/cpu-ticks";
-import { METRICS, ROW_METRICS, formatMetric, formatWithUncertainty, ratio, type MetricKey } from "./metrics";
+import { METRICS, ROW_METRICS, formatCounts, formatMetric, formatWithUncertainty, ratio, type MetricKey } from "./metrics";
 import { annotateCpuUncertainty, waveUncertaintyUs } from "./uncertainty";
 
 /** Builds the ours-vs-baseline rows for every figure either run has (a ± travels with its figure, not as a row). */
@@ -90,7 +90,7 @@ export function renderText(report: LoadReport): string {
             w.seconds.toFixed(2),
             Math.round(w.rate).toString(),
             formatWithUncertainty(w.serverCpuPerHandshakeUs, waveUncertaintyUs(w), "us"),
-            Object.keys(w.failures).length ? JSON.stringify(w.failures) : "-",
+            formatCounts(w.failures),
           ]),
         ),
       );

@@ -52,7 +52,12 @@ export function parseTargetUrl(raw: string, allowRemote: boolean): TargetAddress
   };
 }
 
-export type ServerKind = "ours" | "baseline";
+/**
+ * What a spawned server is: ours (the local server), the Node `ws` baseline,
+ * or the bare workerd baseline (load/baselines/bare-workerd), send-only or
+ * storing each message first.
+ */
+export type ServerKind = "ours" | "baseline" | "bare" | "bare-durable";
 
 /** The local server's accept gate: the launcher relays connections to workerd (on), or workerd listens itself (off). */
 export type GateMode = "auto" | "on" | "off";
@@ -75,7 +80,7 @@ export class SpawnedServer {
     private readonly gate: GateMode,
   ) {
     this.logPath = join(workDir, `${kind}-server.log`);
-    this.dataDir = kind === "ours" ? join(workDir, "data") : undefined;
+    this.dataDir = kind === "baseline" ? undefined : join(workDir, "data");
   }
 
   static async start(kind: ServerKind, port: number, vars: Record<string, string> = {}, durable = false, gate: GateMode = "auto"): Promise<SpawnedServer> {
@@ -91,6 +96,10 @@ export class SpawnedServer {
     if (this.kind === "baseline") {
       const durable = this.durable ? ["--durable", join(this.workDir, "baseline-history.sqlite")] : [];
       return { file: process.execPath, args: [join(DIST_DIR, "baseline-server.js"), "--port", String(this.port), ...durable] };
+    }
+    if (this.kind === "bare" || this.kind === "bare-durable") {
+      const durable = this.kind === "bare-durable" ? ["--durable"] : [];
+      return { file: process.execPath, args: [join(DIST_DIR, "bare-server.js"), "--port", String(this.port), "--data", this.dataDir ?? this.workDir, ...durable] };
     }
     const launcher = join(REPO_ROOT, "local-server/server.mjs");
     // Built on the first launch; a restart measures the restart, not a rebuild.
@@ -125,12 +134,12 @@ export class SpawnedServer {
   }
 
   /**
-   * The process to sample: workerd for our server (the launcher prints its
-   * pid; with the accept gate on, the launcher itself holds the listening
-   * socket), the node process for the baseline.
+   * The process to sample: workerd for our server and the bare baseline (their
+   * launchers print its pid; with the accept gate on, our launcher itself
+   * holds the listening socket), the node process for the Node baseline.
    */
   serverPid(): number | undefined {
-    if (this.kind === "ours") {
+    if (this.kind !== "baseline") {
       const printed = [...this.#log().matchAll(/workerd pid (\d+)/g)].at(-1)?.[1];
       if (printed) return Number(printed);
     }

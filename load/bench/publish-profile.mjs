@@ -1,0 +1,179 @@
+#!/usr/bin/env node
+// Where a publish's microseconds go, ours against the bare workerd baseline:
+// each target's workerd is started with V8's --perf-basic-prof, rooms get a
+// few subscribers, a closed-loop generator publishes into them over HTTP, and
+// `perf record -g` samples workerd's on-CPU time (cpu-clock) while it does.
+// The samples are split into steps by perf-steps.mjs; µs per publish are each
+// step's share of workerd's CPU per publish (utime+stime over the same
+// window ÷ publishes answered).
+//
+//   npm run build && node load/build.mjs
+//   flock /tmp/bench.lock node load/bench/publish-profile.mjs [--targets ours,bare,bare-durable]
+//        [--rooms 100] [--sockets 1] [--connections 20] [--seconds 10] [--port 18731]
+//
+// Needs `perf` (linux-perf). Loopback only; every server is stopped at the end.
+
+import { execFileSync, spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import WebSocket from "ws";
+import { encodeWorkerdConfig, workerdConfig } from "../../local-server/workerd-config.mjs";
+import { resolveVars } from "../../local-server/local-vars.mjs";
+import { startWorkerd } from "../../local-server/workerd-process.mjs";
+import { runHttpLoad } from "./http-load.mjs";
+import { cpuMs, ROOT } from "./local-server.mjs";
+import { perfSteps } from "./perf-steps.mjs";
+
+const argv = process.argv.slice(2);
+const option = (name, fallback) => {
+  const i = argv.indexOf(`--${name}`);
+  return i >= 0 ? argv[i + 1] : fallback;
+};
+const TARGETS = option("targets", "ours,bare,bare-durable").split(",");
+const ROOMS = Number(option("rooms", "100"));
+const SOCKETS = Number(option("sockets", "1"));
+const CONNECTIONS = Number(option("connections", "20"));
+const SECONDS = Number(option("seconds", "10"));
+const PORT = Number(option("port", "18731"));
+// Interpreted and baseline-compiled functions get a frame of their own too, so every JS frame is named.
+const PERF_FLAGS = ["--perf-basic-prof", "--interpreted-frames-native-stack"];
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const cleanups = [];
+process.on("exit", () => cleanups.forEach((c) => c()));
+
+async function until(ready, child, what) {
+  const deadline = Date.now() + 30_000;
+  while (!(await ready())) {
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`${what} did not start`);
+    await sleep(100);
+  }
+}
+const healthy = () => fetch(`http://127.0.0.1:${PORT}/healthz`).then((r) => r.ok, () => false);
+
+/** Ours: the service's bundle and wrangler.toml settings on workerd listening on loopback, as the local server runs it, plus the profiling flag. */
+async function startOurs() {
+  const dir = mkdtempSync(join(tmpdir(), "publish-profile-"));
+  const config = JSON.parse(execFileSync(process.execPath, [join(ROOT, "local-server/read-config.mjs"), join(ROOT, "wrangler.toml")], { encoding: "utf8" }));
+  const bundle = join(ROOT, "dist/worker.js");
+  const { vars } = resolveVars({ tomlVars: config.vars, devVars: {}, env: {}, overrides: {} });
+  const capnp = workerdConfig({
+    bundle: readFileSync(bundle, "utf8"),
+    compatibilityDate: config.compatibility_date,
+    compatibilityFlags: config.compatibility_flags,
+    vars,
+    durableObjects: config.durable_objects.bindings.map((b) => ({ binding: b.name, className: b.class_name })),
+    dataDir: join(dir, "data"),
+    httpAddress: `127.0.0.1:${PORT}`,
+    adminAddress: `unix:${join(dir, "admin.sock")}`,
+    adminToken: randomUUID(),
+  });
+  execFileSync("mkdir", ["-p", join(dir, "data")]);
+  const workerd = startWorkerd({ bin: join(ROOT, "node_modules/workerd/bin/workerd"), config: await encodeWorkerdConfig({ ...capnp, v8Flags: PERF_FLAGS }), listenFd: null, privateDir: "", env: process.env });
+  const child = workerd.child;
+  cleanups.push(() => child.kill("SIGKILL"));
+  await until(healthy, child, "workerd");
+  return {
+    pid: child.pid,
+    bundle,
+    stop: async () => {
+      const exited = new Promise((r) => child.once("exit", r));
+      child.kill("SIGTERM");
+      await Promise.race([exited, sleep(5000)]);
+      child.kill("SIGKILL");
+      await workerd.release();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function startBare(durable) {
+  const dir = mkdtempSync(join(tmpdir(), "publish-profile-bare-"));
+  const child = spawn(process.execPath, [join(ROOT, "load/dist/bare-server.js"), "--port", String(PORT), "--data", dir, ...(durable ? ["--durable"] : []), ...PERF_FLAGS.map((f) => `--v8-flag=${f}`)], { stdio: ["ignore", "pipe", "inherit"] });
+  cleanups.push(() => child.kill("SIGKILL"));
+  let out = "";
+  child.stdout.on("data", (d) => (out += d));
+  await until(async () => /workerd pid \d+/.test(out) && (await healthy()), child, "bare baseline");
+  return {
+    pid: Number(/workerd pid (\d+)/.exec(out)[1]),
+    bundle: join(ROOT, "load/dist/bare-workerd-worker.js"),
+    stop: async () => {
+      const exited = new Promise((r) => child.once("exit", r));
+      child.kill("SIGTERM");
+      await Promise.race([exited, sleep(5000)]);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function subscribe(rooms) {
+  const sockets = [];
+  for (const room of rooms) {
+    for (let i = 0; i < SOCKETS; i++) {
+      const ws = new WebSocket(`ws://127.0.0.1:${PORT}/rooms/${room}/ws`, { perMessageDeflate: false });
+      await new Promise((resolve, reject) => {
+        ws.once("message", resolve);
+        ws.once("error", reject);
+      });
+      sockets.push(ws);
+    }
+  }
+  return sockets;
+}
+
+const results = [];
+for (const target of TARGETS) {
+  const server = target === "ours" ? await startOurs() : await startBare(target === "bare-durable");
+  const tag = Math.random().toString(36).slice(2, 8);
+  const rooms = Array.from({ length: ROOMS }, (_, i) => `profile-${tag}-${i}`);
+  const requests = rooms.map((room, i) => ({ method: "POST", path: `/rooms/${room}/publish`, body: `{"n":${i},"text":"a small message"}`, headers: { "content-type": "application/json" } }));
+  const url = `http://127.0.0.1:${PORT}`;
+  const sockets = await subscribe(rooms);
+  // Every room exists and the hot paths are optimised before anything is sampled.
+  await runHttpLoad({ url, connections: CONNECTIONS, seconds: 3, requests });
+  await sleep(500);
+  const dataFile = join(tmpdir(), `publish-profile-${target}-${process.pid}.data`);
+  const perf = spawn("perf", ["record", "-e", "cpu-clock", "-F", "997", "-g", "-p", String(server.pid), "-o", dataFile], { stdio: ["ignore", "ignore", "pipe"] });
+  let perfErr = "";
+  perf.stderr.on("data", (d) => (perfErr += d));
+  await sleep(300);
+  const cpu0 = cpuMs(server.pid);
+  const t0 = performance.now();
+  const load = await runHttpLoad({ url, connections: CONNECTIONS, seconds: SECONDS, requests });
+  const wallMs = performance.now() - t0;
+  const cpu = cpuMs(server.pid) - cpu0;
+  perf.kill("SIGINT");
+  await new Promise((r) => perf.once("exit", r));
+  const text = execFileSync("perf", ["script", "-i", dataFile], { encoding: "utf8", maxBuffer: 1024 * 1024 * 1024, stdio: ["ignore", "pipe", "ignore"] });
+  rmSync(dataFile, { force: true });
+  const ok = load.requests.total - load.non2xx - load.errors;
+  const cpuPerPublishUs = (cpu * 1000) / ok;
+  const profile = perfSteps(text, { bundle: server.bundle });
+  const result = {
+    target,
+    rooms: ROOMS,
+    socketsPerRoom: SOCKETS,
+    connections: CONNECTIONS,
+    publishes: ok,
+    failed: load.non2xx + load.errors,
+    publishesPerSecond: Math.round(ok / (wallMs / 1000)),
+    serverCpuPerPublishUs: Math.round(cpuPerPublishUs),
+    serverCpuPlusMinusUs: Math.round(20_000 / ok),
+    serverCorePercent: Math.round((cpu / wallMs) * 100),
+    samples: profile.samples,
+    steps: profile.steps.map((s) => ({ ...s, usPerPublish: Math.round(s.share * cpuPerPublishUs * 10) / 10, ownUs: Math.round((s.own / profile.samples) * cpuPerPublishUs * 10) / 10 })),
+    ...(profile.samples === 0 ? { perfError: perfErr.slice(-500) } : {}),
+  };
+  results.push(result);
+  console.log(JSON.stringify(result));
+  for (const ws of sockets) ws.terminate();
+  await server.stop();
+  await sleep(1000);
+}
+for (const r of results) {
+  console.error(`\n${r.target}: ${r.publishesPerSecond} publishes/s into ${r.rooms} rooms of ${r.socketsPerRoom} socket(s), ${r.serverCpuPerPublishUs} ± ${r.serverCpuPlusMinusUs} µs of workerd CPU each (${r.serverCorePercent}% of a core), ${r.samples} samples`);
+  for (const s of r.steps.filter((x) => x.share >= 0.005)) {
+    console.error(`  ${s.step.padEnd(52)} ${`${(s.share * 100).toFixed(1)}%`.padStart(6)}  ${`${s.usPerPublish} µs`.padStart(9)}  (its own JS ${s.ownUs} µs)`);
+  }
+}

@@ -1,0 +1,39 @@
+/**
+ * The capacity command as a user runs it (load/build.mjs, then the bundled
+ * CLI): one question, one answer.
+ */
+import { execFileSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { beforeAll, describe, expect, it } from "vitest";
+
+const root = fileURLToPath(new URL("../../", import.meta.url));
+
+function capacity(...args: string[]): string {
+  return execFileSync(process.execPath, ["load/dist/capacity.js", ...args], { cwd: root, encoding: "utf8" });
+}
+
+beforeAll(() => {
+  execFileSync(process.execPath, ["load/build.mjs"], { cwd: root, stdio: "inherit" });
+}, 60_000);
+
+describe("npm run capacity", () => {
+  it("answers a sharded room with that room's bill alone (the README's sharded example)", () => {
+    const text = capacity("--room-size", "1000000", "--room-rate", "10", "--shard-sockets", "3000");
+    expect(text).toMatch(/^Sharded room on Cloudflare: 1,000,000 subscribers, 10 msg\/s/);
+    // One monthly total, the sharded room's; nothing of the many-rooms model of 10,000 default connections.
+    expect(text.match(/\$[\d,.]+\/month/g)).toHaveLength(1);
+    expect(text).not.toMatch(/DOES NOT FIT|Self-hosted workerd|Monthly cost on Cloudflare|10,000 connections/);
+  });
+
+  it("gives the same single answer in JSON", () => {
+    const json = JSON.parse(capacity("--room-size", "1000000", "--room-rate", "10", "--shard-sockets", "3000", "--json")) as Record<string, unknown>;
+    expect(Object.keys(json).sort()).toEqual(["shardCosts", "shardSources", "sharded"]);
+    expect((json.sharded as { shape: { subscribers: number } }).shape.subscribers).toBe(1_000_000);
+  });
+
+  it("still answers the many-rooms question when no sharded room is asked about", () => {
+    const text = capacity("--connections", "10000", "--room-size", "100");
+    expect(text).toContain("Monthly cost on Cloudflare");
+    expect(text).not.toContain("Sharded room on Cloudflare");
+  });
+});

@@ -1,0 +1,174 @@
+/**
+ * The bare workerd baseline (load/baselines/bare-workerd) speaks enough of the
+ * wire protocol for the load tool's clients: run on workerd as the load tool
+ * runs it (load/dist/bare-server.js), on a loopback port of its own.
+ */
+import { spawn, execFileSync, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import WebSocket from "ws";
+import { parseLoadOptions, targetLabels } from "../../load/src/options";
+import { parseServerFrame, type ServerEvent } from "../../protocol";
+
+const root = fileURLToPath(new URL("../../", import.meta.url));
+
+interface Bare {
+  child: ChildProcess;
+  url: string;
+  ws: string;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
+    });
+  });
+}
+
+async function startBare(dataDir: string, durable: boolean): Promise<Bare> {
+  const port = await freePort();
+  const child = spawn(process.execPath, ["load/dist/bare-server.js", "--port", String(port), "--data", dataDir, ...(durable ? ["--durable"] : [])], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    const ok = await fetch(`${url}/healthz`).then((r) => r.ok, () => false);
+    if (ok) return { child, url, ws: `ws://127.0.0.1:${port}` };
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error("the bare baseline did not start");
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function stop(bare: Bare): Promise<void> {
+  const exited = new Promise((r) => bare.child.once("exit", r));
+  bare.child.kill("SIGTERM");
+  await exited;
+}
+
+/** Opens a socket and collects every event it receives. */
+async function subscribe(bare: Bare, room: string): Promise<{ ws: WebSocket; events: ServerEvent[]; texts: string[] }> {
+  const ws = new WebSocket(`${bare.ws}/rooms/${room}/ws`, { perMessageDeflate: false });
+  const events: ServerEvent[] = [];
+  const texts: string[] = [];
+  ws.on("message", (data) => {
+    const text = String(data);
+    texts.push(text);
+    const parsed = parseServerFrame(text);
+    if (parsed.ok) events.push(...parsed.value);
+  });
+  await new Promise<void>((resolve, reject) => {
+    ws.once("open", () => resolve());
+    ws.once("error", reject);
+  });
+  await until(() => events.length > 0);
+  return { ws, events, texts };
+}
+
+async function until(condition: () => boolean, ms = 5000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+async function publish(bare: Bare, room: string, body: string): Promise<{ status: number; json: unknown }> {
+  const res = await fetch(`${bare.url}/rooms/${room}/publish`, { method: "POST", body, headers: { "content-type": "application/json" } });
+  return { status: res.status, json: await res.json() };
+}
+
+const dirs: string[] = [];
+beforeAll(() => {
+  execFileSync(process.execPath, ["load/build.mjs"], { cwd: root, stdio: "inherit" });
+}, 60_000);
+afterAll(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+const dataDir = (): string => {
+  const dir = mkdtempSync(join(tmpdir(), "bare-test-"));
+  dirs.push(dir);
+  return dir;
+};
+
+describe("the bare workerd baseline", () => {
+  it("welcomes a socket, sends each publish to it as a message event and answers the publisher with seq and recipients", async () => {
+    const bare = await startBare(dataDir(), false);
+    try {
+      const { ws, events } = await subscribe(bare, "lobby");
+      const welcome = events[0];
+      expect(welcome).toMatchObject({ type: "welcome", room: "lobby", seq: 0, window: 1_048_576, rate: { perSecond: 0, burst: 0 } });
+      expect(typeof (welcome as { epoch: unknown }).epoch).toBe("string");
+
+      expect(await publish(bare, "lobby", '{"n":1}')).toEqual({ status: 200, json: { room: "lobby", seq: 1, recipients: 1 } });
+      expect(await publish(bare, "lobby", "plain text")).toEqual({ status: 200, json: { room: "lobby", seq: 2, recipients: 1 } });
+      await until(() => events.length === 3);
+      const [first, second] = events.slice(1) as Array<{ type: string; seq: number; data: unknown; ts: number; tag: number }>;
+      expect(first).toMatchObject({ type: "message", seq: 1, data: { n: 1 } });
+      expect(second).toMatchObject({ type: "message", seq: 2, data: "plain text" });
+      expect(Number.isInteger(first?.tag)).toBe(true);
+      expect(Math.abs(Date.now() - (first?.ts ?? 0))).toBeLessThan(60_000);
+
+      // An ack is accepted and changes nothing; a text ping is answered by the runtime.
+      ws.send(JSON.stringify({ type: "ack", seq: 2, tag: second?.tag }));
+      const pong = new Promise<string>((resolve) => ws.once("message", (data) => resolve(String(data))));
+      ws.send("ping");
+      expect(await pong).toBe("pong");
+      expect(await publish(bare, "other-room", "{}")).toEqual({ status: 200, json: { room: "other-room", seq: 1, recipients: 0 } });
+      ws.close();
+    } finally {
+      await stop(bare);
+    }
+  }, 60_000);
+
+  it("answers every message of a batched publish with its own room's seq", async () => {
+    const bare = await startBare(dataDir(), false);
+    try {
+      await publish(bare, "a", "1");
+      const res = await fetch(`${bare.url}/publish`, { method: "POST", body: JSON.stringify({ messages: [{ room: "a", data: 2 }, { room: "b", data: 1 }, { room: "a", data: 3 }] }) });
+      const body = (await res.json()) as { results: Array<{ room: string; seq: number }> };
+      expect(res.status).toBe(200);
+      expect(body.results.map((r) => r.room)).toEqual(["a", "b", "a"]);
+      expect(body.results.filter((r) => r.room === "a").map((r) => r.seq).sort()).toEqual([2, 3]);
+      expect(body.results.find((r) => r.room === "b")?.seq).toBe(1);
+    } finally {
+      await stop(bare);
+    }
+  }, 60_000);
+
+  it("keeps a durable room's seq across a restart on the same data directory, and only the durable one", async () => {
+    for (const durable of [true, false]) {
+      const dir = dataDir();
+      const first = await startBare(dir, durable);
+      await publish(first, "kept", "1");
+      await publish(first, "kept", "2");
+      await stop(first);
+      const second = await startBare(dir, durable);
+      try {
+        const { events } = await subscribe(second, "kept");
+        expect(events[0]).toMatchObject({ type: "welcome", seq: durable ? 2 : 0 });
+        expect((await publish(second, "kept", "3")).json).toMatchObject({ seq: durable ? 3 : 1 });
+      } finally {
+        await stop(second);
+      }
+    }
+  }, 90_000);
+});
+
+describe("choosing the bare baselines on the command line", () => {
+  it("runs ours, then each baseline named, in order; --baseline-only leaves ours out and the Node baseline unless named", () => {
+    const labels = (...args: string[]) => targetLabels(parseLoadOptions(["fanout", ...args]));
+    expect(labels("--baseline-bare", "--baseline-bare-durable")).toEqual(["ours", "bare", "bare-durable"]);
+    expect(labels("--baseline", "--baseline-bare")).toEqual(["ours", "baseline", "bare"]);
+    expect(labels("--baseline-only", "--baseline-bare-durable")).toEqual(["bare-durable"]);
+    expect(labels("--baseline-only", "--baseline", "--baseline-bare")).toEqual(["baseline", "bare"]);
+    expect(labels("--baseline-only")).toEqual(["baseline"]);
+    expect(labels()).toEqual(["ours"]);
+  });
+});
