@@ -66,6 +66,9 @@ export class Peer {
   }
 }
 
+/** The event `DeliveryRig.settled` sends: an application event, so no part of the engine reads it. */
+export const SETTLED = "x-settled";
+
 let sockets = 0;
 
 /** An attachment as the edge would write it for a socket that may publish and has no token. */
@@ -124,6 +127,7 @@ export class DeliveryRig {
   readonly released: SocketState[] = [];
   readonly #tags = new TagSource();
   readonly #batch: BatchLimits;
+  #marks = 0;
 
   constructor(options: RigOptions = {}, events: Partial<DeliveryEvents> = {}) {
     this.#batch = options.batch ?? { maxBytes: 64 * 1024, maxEvents: 256 };
@@ -152,6 +156,21 @@ export class DeliveryRig {
     const cursor = this.delivery.follow(socket, this.stream, this.stream.flushedSeq, Date.now());
     if (!cursor) throw new Error("the socket did not survive joining");
     return { socket, cursor, peer };
+  }
+
+  /**
+   * Waits until everything sent so far has reached each connection's client
+   * end (a marker sent last arrives last), so a test can say what did not
+   * arrive. Sockets that already left are skipped.
+   */
+  async settled(...connections: ReadonlyArray<{ socket: SocketState; peer: Peer }>): Promise<void> {
+    for (const { socket, peer } of connections) {
+      if (this.delivery.get(socket.ws) !== socket) continue;
+      this.#marks += 1;
+      const mark = this.#marks;
+      this.delivery.sendControl(socket, JSON.stringify({ type: SETTLED, mark }));
+      await peer.waitFor((p) => p.events.some((e) => e.type === SETTLED && e.mark === mark), "the settle marker");
+    }
   }
 
   /** Publishes one message of `data` live: stored in the source, then fanned out as one frame. Returns it. */
