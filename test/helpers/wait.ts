@@ -15,7 +15,7 @@ export interface PollOptions {
 }
 
 /** Polls a synchronous `check` until it holds; throws after the timeout, naming what it waited for. */
-export async function until(check: () => boolean, { timeoutMs = 5000, what = "condition", everyMs = 10 }: PollOptions = {}): Promise<void> {
+export async function until(check: () => boolean, { timeoutMs = 5000, what = "condition", everyMs = 5 }: PollOptions = {}): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!check()) {
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
