@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { CloseCode } from "../../protocol";
 import { startServer, type LocalServer } from "../helpers/server";
+import { sleep } from "../helpers/wait";
 
 // workerd buffers a client message whole (up to 32 MiB) before the room can
 // refuse it. Behind the accept gate an oversized message is refused at its
@@ -21,7 +22,6 @@ afterAll(async () => {
 });
 
 const MAX_FRAME = 65_536;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function rssMb(pid: number): number {
   return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0) / 1024;
