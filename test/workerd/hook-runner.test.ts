@@ -231,21 +231,21 @@ describe("onClientFrame", () => {
 });
 
 describe("a socket's frames, in order", () => {
-  it("runs one socket's tasks one at a time in arrival order, however long each waits", async () => {
+  it("handles one socket's frames one at a time in arrival order, however long each waits", async () => {
     const t = runner({ beforePublish: () => undefined });
     const { socket } = t.rig.connect();
     const log: string[] = [];
-    const task = (name: string, waitMs: number) => async () => {
+    const handling = (name: string, waitMs: number) => async () => {
       log.push(`start ${name}`);
       await sleep(waitMs);
       log.push(`end ${name}`);
     };
-    const runs = [t.hooks.inOrder(socket, task("a", 15)), t.hooks.inOrder(socket, task("b", 0)), t.hooks.inOrder(socket, task("c", 5))];
+    const runs = [t.hooks.inOrder(socket, handling("a", 15)), t.hooks.inOrder(socket, handling("b", 0)), t.hooks.inOrder(socket, handling("c", 5))];
     await Promise.all(runs);
     expect(log).toEqual(["start a", "end a", "start b", "end b", "start c", "end c"]);
   });
 
-  it("does not hold one socket's tasks behind another's", async () => {
+  it("does not hold one socket's frames behind another's", async () => {
     const t = runner({ beforePublish: () => undefined });
     const { socket: slow } = t.rig.connect();
     const { socket: quick } = t.rig.connect();
@@ -264,17 +264,17 @@ describe("a socket's frames, in order", () => {
     expect(log).toEqual(["quick", "slow"]);
   });
 
-  it("goes on after a task that fails, which its caller alone sees", async () => {
+  it("goes on after a frame whose handling fails, which its caller alone sees", async () => {
     const t = runner({ beforePublish: () => undefined });
     const { socket } = t.rig.connect();
     const log: string[] = [];
     const failing = t.hooks.inOrder(socket, async () => {
-      throw new Error("task failed");
+      throw new Error("handling failed");
     });
     const next = t.hooks.inOrder(socket, async () => {
       log.push("next");
     });
-    await expect(failing).rejects.toThrow("task failed");
+    await expect(failing).rejects.toThrow("handling failed");
     await next;
     expect(log).toEqual(["next"]);
   });
@@ -285,11 +285,11 @@ describe("a socket's frames, in order", () => {
     const { socket: other } = t.rig.connect();
     const held = gate();
     let ran = 0;
-    const task = async () => {
+    const handling = async () => {
       await held.opened;
       ran += 1;
     };
-    const queued = Array.from({ length: MAX_FRAMES_AWAITING_HOOKS }, () => t.hooks.inOrder(socket, task));
+    const queued = Array.from({ length: MAX_FRAMES_AWAITING_HOOKS }, () => t.hooks.inOrder(socket, handling));
     expect(queued.every((q) => q !== null)).toBe(true);
     let refusedRan = false;
     expect(

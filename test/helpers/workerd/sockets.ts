@@ -69,12 +69,12 @@ export class Peer {
 /** The event `DeliveryRig.settled` sends: an application event, so no part of the engine reads it. */
 export const SETTLED = "x-settled";
 
-let sockets = 0;
+let attachmentsMade = 0;
 
 /** An attachment as the edge would write it for a socket that may publish and has no token. */
 export function attachmentOf(fields: Partial<SocketAttachment> = {}): SocketAttachment {
-  sockets += 1;
-  return { id: `socket-${sockets}`, connectedAt: Date.now(), canPublish: true, expiresAt: null, ...fields };
+  attachmentsMade += 1;
+  return { id: `socket-${attachmentsMade}`, connectedAt: Date.now(), canPublish: true, expiresAt: null, ...fields };
 }
 
 /** A socket the engine holds (the accepted server end, with its state) and the client end that reads it. */
