@@ -160,6 +160,16 @@ export async function startServer(options: ServerOptions = {}): Promise<LocalSer
   return server;
 }
 
+/** Whether process `pid` still exists (signal 0 delivers nothing; it only checks). */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /**
  * The launcher's private directory (its Unix sockets'), found from the sockets
  * workerd `pid` holds and /proc/net/unix (Linux).

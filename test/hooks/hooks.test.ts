@@ -9,6 +9,7 @@
 import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import type { BroadcastResult, ServerError, ServerMessage, PublishedEvent, RoomStats, ServerEvent } from "../../protocol";
+import { eventually, until } from "../helpers/wait";
 
 type Entry = { fetch(input: string, init?: RequestInit): Promise<Response> };
 const worker = (exports as unknown as { default: Entry }).default;
@@ -49,22 +50,6 @@ async function welcomed(room: string, query = ""): Promise<Socket> {
   const socket = await open(room, query);
   await until(() => socket.events.some((e) => e.type === "welcome"));
   return socket;
-}
-
-async function until(check: () => boolean, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error("condition not met in time");
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
-async function eventually(check: () => Promise<boolean>, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error("condition not met in time");
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 async function publish(room: string, data: unknown): Promise<{ status: number; body: Record<string, unknown> }> {

@@ -8,7 +8,9 @@ import {
   type WelcomeEvent,
 } from "../../protocol";
 import { startServer, type LocalServer } from "../helpers/server";
+import { managedServers } from "../helpers/servers";
 import { publish, TestSocket } from "../helpers/socket";
+import { eventually } from "../helpers/wait";
 
 /**
  * The coordinator end to end: registry reports from real rooms, GET /rooms,
@@ -21,18 +23,6 @@ import { publish, TestSocket } from "../helpers/socket";
  */
 const IDLE_SECONDS = 3;
 const TTL_MS = IDLE_SECONDS * 4 * 1000;
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Polls `check` until it returns true, or fails after `timeoutMs` saying what it waited for. */
-async function eventually(check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await check()) return;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(200);
-  }
-}
 
 /** Sockets that ping every second until closed, so the short idle timeout never reaps them. */
 class Clients {
@@ -157,7 +147,7 @@ describe("broadcast and registry on one server", () => {
     const matching = names("pfx-a-", 4);
     const others = names("pfx-b-", 3);
     const byRoom = await clients.openMany(server, [...matching, ...others], 1);
-    await eventually(async () => Object.keys(await countsOf(server, "pfx-a-")).length === 4, 10_000, "pfx-a- rooms registered");
+    await eventually(async () => Object.keys(await countsOf(server, "pfx-a-")).length === 4, { timeoutMs: 10_000, what: "pfx-a- rooms registered", everyMs: 200 });
 
     const answer = await broadcast(server, { data: "only a", prefix: "pfx-a-" });
     expect(answer).toMatchObject({ rooms: 4, sockets: 4, failedCount: 0, failedShards: [] });
@@ -170,7 +160,7 @@ describe("broadcast and registry on one server", () => {
   it("never delivers a repeated idempotency key twice, by list or by prefix", async () => {
     const rooms = names("idem-", 3);
     const byRoom = await clients.openMany(server, rooms, 2);
-    await eventually(async () => Object.keys(await countsOf(server, "idem-")).length === 3, 10_000, "idem- rooms registered");
+    await eventually(async () => Object.keys(await countsOf(server, "idem-")).length === 3, { timeoutMs: 10_000, what: "idem- rooms registered", everyMs: 200 });
 
     const first = await broadcast(server, { data: "once", rooms }, "key-1");
     expect(first).toMatchObject({ idempotencyKey: "key-1", rooms: 3, sockets: 6, duplicates: 0, duplicate: false });
@@ -197,7 +187,7 @@ describe("broadcast and registry on one server", () => {
       for (let k = 0; k < want[room]; k++) await clients.open(server, room);
     }
     // A room reports 1 on its first socket; its heartbeat brings the count up to date.
-    await eventually(async () => JSON.stringify(await countsOf(server, "ls-")) === JSON.stringify(want), 4 * IDLE_SECONDS * 1000, "counts");
+    await eventually(async () => JSON.stringify(await countsOf(server, "ls-")) === JSON.stringify(want), { timeoutMs: 4 * IDLE_SECONDS * 1000, what: "counts", everyMs: 200 });
 
     const pages: RoomList[] = [];
     let cursor: string | null = null;
@@ -220,11 +210,11 @@ describe("broadcast and registry on one server", () => {
 
   it("drops a room from the listing when its last socket leaves", async () => {
     const byRoom = await clients.openMany(server, ["gone-1", "gone-2"], 2);
-    await eventually(async () => Object.keys(await countsOf(server, "gone-")).length === 2, 10_000, "gone- rooms registered");
+    await eventually(async () => Object.keys(await countsOf(server, "gone-")).length === 2, { timeoutMs: 10_000, what: "gone- rooms registered", everyMs: 200 });
 
     for (const s of byRoom.get("gone-1") ?? []) clients.close(s);
     // The 1 -> 0 report, well before the entry could have expired.
-    await eventually(async () => !("gone-1" in (await countsOf(server, "gone-"))), TTL_MS / 2, "gone-1 to leave the listing");
+    await eventually(async () => !("gone-1" in (await countsOf(server, "gone-"))), { timeoutMs: TTL_MS / 2, what: "gone-1 to leave the listing", everyMs: 200 });
     expect(Object.keys(await countsOf(server, "gone-"))).toEqual(["gone-2"]);
   });
 
@@ -270,9 +260,9 @@ describe("broadcast to every live room", () => {
       const live = ["all-x", "other", "zeta.9"];
       const byRoom = await clients.openMany(server, live, 1);
       const left = await clients.open(server, "left-early");
-      await eventually(async () => (await listAll(server, "")).length === 4, 10_000, "4 rooms registered");
+      await eventually(async () => (await listAll(server, "")).length === 4, { timeoutMs: 10_000, what: "4 rooms registered", everyMs: 200 });
       clients.close(left);
-      await eventually(async () => (await listAll(server, "")).length === 3, 10_000, "left-early unlisted");
+      await eventually(async () => (await listAll(server, "")).length === 3, { timeoutMs: 10_000, what: "left-early unlisted", everyMs: 200 });
 
       const answer = await broadcast(server, { data: { all: true } });
       expect(answer).toMatchObject({ rooms: 3, sockets: 3, failedCount: 0, failedShards: [] });
@@ -286,23 +276,21 @@ describe("broadcast to every live room", () => {
 });
 
 describe("registry healing", () => {
-  const servers: LocalServer[] = [];
+  const serve = managedServers();
   let clients: Clients;
 
   beforeEach(() => {
     clients = new Clients();
   });
 
-  afterEach(async () => {
+  afterEach(() => {
     clients.closeAll();
-    await Promise.all(servers.splice(0).map((s) => s.stop("SIGKILL")));
   });
 
   it("lists a room again once its clients reconnect after a restart", async () => {
-    const server = await startServer({ vars: { IDLE_TIMEOUT_SECONDS: String(IDLE_SECONDS) } });
-    servers.push(server);
+    const server = await serve({ vars: { IDLE_TIMEOUT_SECONDS: String(IDLE_SECONDS) } });
     const byRoom = await clients.openMany(server, ["rs-1", "rs-2"], 2);
-    await eventually(async () => JSON.stringify(await countsOf(server, "rs-")) === '{"rs-1":2,"rs-2":2}', 4 * IDLE_SECONDS * 1000, "rs- counts");
+    await eventually(async () => JSON.stringify(await countsOf(server, "rs-")) === '{"rs-1":2,"rs-2":2}', { timeoutMs: 4 * IDLE_SECONDS * 1000, what: "rs- counts", everyMs: 200 });
 
     await server.restart();
     for (const sockets of byRoom.values()) for (const s of sockets) expect((await s.closed).code).toBe(CloseCode.SERVICE_RESTART);
@@ -312,7 +300,7 @@ describe("registry healing", () => {
     for (const [room, sockets] of byRoom) {
       again.set(room, await Promise.all(sockets.map((s) => clients.open(server, room, `?since=${(s.events[0] as WelcomeEvent).seq}`))));
     }
-    await eventually(async () => JSON.stringify(await countsOf(server, "rs-")) === '{"rs-1":2,"rs-2":2}', 4 * IDLE_SECONDS * 1000, "rs- counts after restart");
+    await eventually(async () => JSON.stringify(await countsOf(server, "rs-")) === '{"rs-1":2,"rs-2":2}', { timeoutMs: 4 * IDLE_SECONDS * 1000, what: "rs- counts after restart", everyMs: 200 });
 
     // And the healed registry drives broadcasts again.
     const answer = await broadcast(server, { data: "after restart", prefix: "rs-" });
@@ -322,11 +310,10 @@ describe("registry healing", () => {
   });
 
   it("expires the entry of a room that died without reporting, within the TTL", async () => {
-    const server = await startServer({ vars: { IDLE_TIMEOUT_SECONDS: "5" } });
-    servers.push(server);
+    const server = await serve({ vars: { IDLE_TIMEOUT_SECONDS: "5" } });
     const ttlMs = 5 * 4 * 1000;
     await clients.openMany(server, ["ttl-dead", "ttl-live"], 1);
-    await eventually(async () => Object.keys(await countsOf(server, "ttl-")).length === 2, 10_000, "ttl- rooms registered");
+    await eventually(async () => Object.keys(await countsOf(server, "ttl-")).length === 2, { timeoutMs: 10_000, what: "ttl- rooms registered", everyMs: 200 });
     // History keeps both rooms' storage past the TTL, so their alarms after the restart (overdue
     // when the restart outlasts the sweep interval) have nothing to give back and no reason to
     // report: only the TTL can unlist the room nobody comes back to.
@@ -340,7 +327,7 @@ describe("registry healing", () => {
 
     // One room's client comes back; the other room's never does.
     await clients.open(server, "ttl-live");
-    await eventually(async () => !("ttl-dead" in (await countsOf(server, "ttl-"))), ttlMs + 10_000, "ttl-dead to expire");
+    await eventually(async () => !("ttl-dead" in (await countsOf(server, "ttl-"))), { timeoutMs: ttlMs + 10_000, what: "ttl-dead to expire", everyMs: 200 });
     const goneAfterMs = Date.now() - killedAt;
     expect(Object.keys(await countsOf(server, "ttl-"))).toEqual(["ttl-live"]);
     // Not before the TTL could have run out: the entries were written when the rooms registered, just before the kill.

@@ -1,12 +1,10 @@
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { ServerMessage } from "../../protocol";
-import { startServer, type LocalServer } from "../helpers/server";
+import type { LocalServer } from "../helpers/server";
+import { managedServers } from "../helpers/servers";
 import { TestSocket } from "../helpers/socket";
 
-const servers: LocalServer[] = [];
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((s) => s.stop("SIGKILL")));
-});
+const serve = managedServers();
 
 /** Every message a room still holds, read by a socket that resumes from 0 and acks as it goes. */
 async function historyOf(server: LocalServer, room: string, count: number): Promise<ServerMessage[]> {
@@ -19,8 +17,7 @@ async function historyOf(server: LocalServer, room: string, count: number): Prom
 describe("durability", () => {
   it("keeps every acknowledged publish through kill -9 of workerd and a restart, and resumes without duplicates", async () => {
     const vars = { HISTORY_MAX_MESSAGES: "10000" };
-    const first = await startServer({ vars });
-    servers.push(first);
+    const first = await serve({ vars });
     const room = "kill-nine";
     const live = await TestSocket.open(`${first.wsUrl}/rooms/${room}/ws`);
     // Ten publishers in flight: flushes coalesce, so acknowledged messages share rows and commits.
@@ -48,8 +45,7 @@ describe("durability", () => {
     const seen = live.messages.map((m) => m.seq);
     expect(seen).toEqual(Array.from({ length: seen.length }, (_, i) => i + 1));
 
-    const second = await startServer({ vars, dataDir: first.dataDir, port: first.port });
-    servers.push(second);
+    const second = await serve({ vars, dataDir: first.dataDir, port: first.port });
     const highest = Math.max(...acknowledged.keys());
     const stored = await historyOf(second, room, highest);
     const bySeq = new Map(stored.map((m) => [m.seq, JSON.stringify(m.data)]));

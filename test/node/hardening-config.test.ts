@@ -4,10 +4,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { mintToken } from "../../common/tokens";
-import { privateDirOf, startServer, type LocalServer } from "../helpers/server";
+import { privateDirOf, type LocalServer } from "../helpers/server";
+import { managedServers } from "../helpers/servers";
 
 // `npm start` reads configuration as `wrangler dev` does, and keeps secrets
 // off the disk, out of its output and out of reach of the network.
@@ -15,16 +16,7 @@ import { privateDirOf, startServer, type LocalServer } from "../helpers/server";
 const root = fileURLToPath(new URL("../../", import.meta.url));
 const run = promisify(execFile);
 
-const servers: LocalServer[] = [];
-async function serve(...args: Parameters<typeof startServer>): Promise<LocalServer> {
-  const server = await startServer(...args);
-  servers.push(server);
-  return server;
-}
-
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((s) => s.stop()));
-});
+const serve = managedServers({ signal: "SIGTERM" });
 
 function devVarsFile(text: string): string {
   const path = join(mkdtempSync(join(tmpdir(), "fanout-dev-vars-")), ".dev.vars");

@@ -1,34 +1,16 @@
 import { readdirSync } from "node:fs";
 import { connect, type Socket } from "node:net";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import { startServer, type LocalServer } from "../helpers/server";
+import { alive, type LocalServer } from "../helpers/server";
+import { managedServers } from "../helpers/servers";
+import { sleep } from "../helpers/wait";
 
 // Storms of connections at three times the descriptor limit: the server must
 // keep running and keep serving the sockets it holds; the rest are refused or
 // time out. Everything targets 127.0.0.1 and is bounded in count and time.
 
-const servers: LocalServer[] = [];
-async function serve(...args: Parameters<typeof startServer>): Promise<LocalServer> {
-  const server = await startServer(...args);
-  servers.push(server);
-  return server;
-}
-
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((s) => s.stop("SIGKILL")));
-});
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+const serve = managedServers();
 
 function descriptors(pid: number): number {
   return readdirSync(`/proc/${pid}/fd`).length;

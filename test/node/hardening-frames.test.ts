@@ -4,6 +4,7 @@ import WebSocket from "ws";
 import { DEFAULTS } from "../../common/settings";
 import { CloseCode } from "../../protocol";
 import { startServer, type LocalServer } from "../helpers/server";
+import { sleep } from "../helpers/wait";
 
 // workerd buffers a client message whole (up to 32 MiB) before the room can
 // refuse it. Behind the accept gate an oversized message is refused at its
@@ -22,7 +23,6 @@ afterAll(async () => {
 });
 
 const MAX_FRAME = DEFAULTS.MAX_FRAME_BYTES;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function rssMb(pid: number): number {
   return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0) / 1024;

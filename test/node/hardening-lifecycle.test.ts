@@ -4,45 +4,18 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { CloseCode } from "../../protocol";
-import { freePort, privateDirOf, startServer, type LocalServer } from "../helpers/server";
+import { alive, freePort, privateDirOf } from "../helpers/server";
+import { managedServers } from "../helpers/servers";
+import { until } from "../helpers/wait";
 
 // Whatever stops the launcher stops workerd; a start that cannot have its port
 // says so; a shutting-down server refuses new sockets instead of dropping them.
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
-const servers: LocalServer[] = [];
-async function serve(...args: Parameters<typeof startServer>): Promise<LocalServer> {
-  const server = await startServer(...args);
-  servers.push(server);
-  return server;
-}
-
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((s) => s.stop("SIGKILL")));
-});
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-async function until(condition: () => boolean, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (condition()) return true;
-    await sleep(50);
-  }
-  return condition();
-}
+const serve = managedServers();
 
 function portFree(port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -51,7 +24,6 @@ function portFree(port: number): Promise<boolean> {
     probe.listen(port, "127.0.0.1", () => probe.close(() => resolve(true)));
   });
 }
-
 
 function openSocket(url: string): Promise<{ ws: WebSocket; closed: Promise<number> }> {
   return new Promise((resolve, reject) => {
@@ -77,9 +49,9 @@ describe("workerd never outlives the launcher", () => {
     const privateDir = privateDirOf(workerd);
     expect(privateDir && existsSync(privateDir)).toBeTruthy();
     process.kill(server.pid, "SIGKILL");
-    expect(await until(() => !alive(workerd), 6000)).toBe(true);
+    await until(() => !alive(workerd), { timeoutMs: 6000, what: "workerd to exit" });
     expect(await portFree(server.port)).toBe(true);
-    expect(await until(() => !existsSync(privateDir as string), 3000)).toBe(true);
+    await until(() => !existsSync(privateDir as string), { timeoutMs: 3000, what: "the private directory to go" });
     // And the next start on the same port and data gets it.
     const again = await serve({ port: server.port, dataDir: server.dataDir });
     const res = await fetch(`${again.url}/healthz`);
@@ -96,13 +68,13 @@ describe("workerd never outlives the launcher", () => {
     let output = "";
     npm.stdout.on("data", (d: Buffer) => (output += d.toString()));
     npm.stderr.on("data", (d: Buffer) => (output += d.toString()));
-    expect(await until(() => /workerd pid \d+/.test(output), 30_000)).toBe(true);
+    await until(() => /workerd pid \d+/.test(output), { timeoutMs: 30_000, what: "workerd to start" });
     const workerd = Number(/workerd pid (\d+)/.exec(output)?.[1]);
     const socket = await openSocket(`ws://127.0.0.1:${port}/rooms/npm/ws`);
     npm.kill("SIGTERM");
     expect(await socket.closed).toBe(CloseCode.SERVICE_RESTART);
-    expect(await until(() => !alive(workerd), 8000)).toBe(true);
-    expect(await until(() => npm.exitCode !== null || npm.signalCode !== null, 5000)).toBe(true);
+    await until(() => !alive(workerd), { timeoutMs: 8000, what: "workerd to exit" });
+    await until(() => npm.exitCode !== null || npm.signalCode !== null, { timeoutMs: 5000, what: "npm to exit" });
     expect(await portFree(port)).toBe(true);
   }, 45_000);
 });

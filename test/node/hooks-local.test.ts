@@ -5,6 +5,7 @@ import { PublishError, RoomClient, type RoomCustomEvent } from "../../client-sdk
 import type { ServerError, PublishedEvent, ServerEvent } from "../../protocol";
 import { startServer, type LocalServer } from "../helpers/server";
 import { publish, roomStats, TestSocket } from "../helpers/socket";
+import { sleep } from "../helpers/wait";
 
 /**
  * Hooks on the local server, with real sockets: the hook tests' worker
@@ -16,7 +17,6 @@ import { publish, roomStats, TestSocket } from "../helpers/socket";
  */
 
 const config = fileURLToPath(new URL("../hooks/wrangler.toml", import.meta.url));
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 let server: LocalServer;
 let base: string;

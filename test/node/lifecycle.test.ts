@@ -1,20 +1,10 @@
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { CloseCode, type WelcomeEvent } from "../../protocol";
-import { startServer, type LocalServer } from "../helpers/server";
+import { managedServers } from "../helpers/servers";
 import { expectSeqs, publish, refusedUpgrade, roomStats, TestSocket } from "../helpers/socket";
+import { sleep } from "../helpers/wait";
 
-const servers: LocalServer[] = [];
-async function serve(...args: Parameters<typeof startServer>): Promise<LocalServer> {
-  const server = await startServer(...args);
-  servers.push(server);
-  return server;
-}
-
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((s) => s.stop("SIGKILL")));
-});
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const serve = managedServers();
 
 describe("hibernation", () => {
   it("delivers to sockets it already had after the room hibernated, with seq continuing", async () => {

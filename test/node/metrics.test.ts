@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startServer, type LocalServer } from "../helpers/server";
 import { publish, TestSocket } from "../helpers/socket";
+import { eventually } from "../helpers/wait";
 
 let server: LocalServer;
 
@@ -27,19 +28,14 @@ async function scrape(): Promise<{ text: string; value(name: string): number }> 
   };
 }
 
-async function eventually(check: () => Promise<boolean>, ms = 10_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error("metrics did not converge in time");
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
+/** Rooms report to the registry on their own schedule: metrics are polled until they show what is expected. */
+const CONVERGED = { timeoutMs: 10_000, everyMs: 200, what: "the metrics to converge" };
 
 describe("GET /metrics", () => {
   it("exposes live rooms, connections, and counters that survive the rooms emptying", async () => {
     const a = await TestSocket.open(`${server.wsUrl}/rooms/metrics-a/ws`);
     const b = await TestSocket.open(`${server.wsUrl}/rooms/metrics-b/ws`);
-    await eventually(async () => (await scrape()).value("fanout_rooms_live") === 2);
+    await eventually(async () => (await scrape()).value("fanout_rooms_live") === 2, CONVERGED);
     expect((await scrape()).value("fanout_connections")).toBe(2);
 
     for (let i = 0; i < 3; i++) await publish(server.url, "metrics-a", { i });
@@ -53,7 +49,7 @@ describe("GET /metrics", () => {
     await eventually(async () => {
       const m = await scrape();
       return m.value("fanout_rooms_live") === 0 && m.value("fanout_messages_published_total") === 3;
-    });
+    }, CONVERGED);
     const m = await scrape();
     expect(m.value("fanout_deliveries_total")).toBe(3);
     expect(m.value("fanout_frames_sent_total")).toBe(3);
@@ -68,7 +64,7 @@ describe("GET /metrics", () => {
     await publish(server.url, "metrics-a", "more");
     await again.waitForMessages(1);
     again.close();
-    await eventually(async () => (await scrape()).value("fanout_messages_published_total") === 4);
+    await eventually(async () => (await scrape()).value("fanout_messages_published_total") === 4, CONVERGED);
     expect((await scrape()).value("fanout_deliveries_total")).toBe(4);
   });
 });

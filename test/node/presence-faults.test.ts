@@ -1,16 +1,13 @@
 import { sign } from "hono/jwt";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { CloseCode, type PresenceEvent, type RoomList } from "../../protocol";
 import { mintToken } from "../../common/tokens";
-import { startServer, type LocalServer } from "../helpers/server";
+import type { LocalServer } from "../helpers/server";
+import { managedServers } from "../helpers/servers";
 import { publish, roomStats, TestSocket } from "../helpers/socket";
+import { sleep } from "../helpers/wait";
 
-const servers: LocalServer[] = [];
-afterAll(async () => {
-  await Promise.all(servers.map((s) => s.stop("SIGKILL")));
-});
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const serve = managedServers({ stopAfter: "all" });
 
 /** Keeps sockets alive the way clients do: a ping every `everyMs`. */
 function keepAlive(sockets: TestSocket[], everyMs: number): () => void {
@@ -41,10 +38,9 @@ describe("presence under flow control and idleness", () => {
   };
 
   beforeAll(async () => {
-    server = await startServer({
+    server = await serve({
       vars: { WINDOW_BYTES: String(WINDOW), IDLE_TIMEOUT_SECONDS: String(IDLE_SECONDS), PRESENCE_LEAVE_DELAY_MS: String(LEAVE_DELAY_MS) },
     });
-    servers.push(server);
   });
 
   it("holds a socket that stops acknowledging to one window of presence, never holds up its messages, and resyncs it once it acks", async () => {
@@ -129,8 +125,7 @@ describe("presence with tokens, across hibernation and restarts", () => {
     (await (await fetch(`${server.url}/rooms/${room}/presence`)).json()) as { count: number; connections: number; members: { id: string }[] };
 
   beforeAll(async () => {
-    server = await startServer({ vars: { TOKEN_SECRET: SECRET, PRESENCE_LEAVE_DELAY_MS: "500" } });
-    servers.push(server);
+    server = await serve({ vars: { TOKEN_SECRET: SECRET, PRESENCE_LEAVE_DELAY_MS: "500" } });
   });
 
   it("makes a token's sub the member and its info claim the member data, verified; ?member= cannot override it", async () => {

@@ -3,6 +3,7 @@ import WebSocket from "ws";
 import type { PresenceEvent, PresenceMember } from "../../protocol";
 import { startServer, type LocalServer } from "../helpers/server";
 import { publish, refusedUpgrade, roomStats, TestSocket } from "../helpers/socket";
+import { sleep } from "../helpers/wait";
 
 const LEAVE_DELAY_MS = 1500;
 const MAX_MEMBERS = 3;
@@ -22,8 +23,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await server?.stop();
 });
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function memberUrl(room: string, member: string, info?: unknown): string {
   const url = new URL(`${server.wsUrl}/rooms/${room}/ws`);

@@ -1,5 +1,6 @@
 import type { RoomClient } from "../../client-sdk/src/index";
 import type { ConnectionState, StateCause } from "../../client-sdk/src/events";
+import { until } from "../helpers/wait";
 
 /** Publishes `data` as JSON over HTTP; returns the message's seq. */
 export async function publish(baseUrl: string, room: string, data: unknown): Promise<number> {
@@ -13,13 +14,9 @@ export async function publish(baseUrl: string, room: string, data: unknown): Pro
   return body.seq;
 }
 
-/** Polls `condition` until it holds; fails with `what` after `timeoutMs`. */
-export async function waitFor(condition: () => boolean, what: string, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+/** Polls `condition` until it holds; fails with `what` after `timeoutMs` (clients reconnect with backoff, so the default is generous). */
+export function waitFor(condition: () => boolean, what: string, timeoutMs = 15_000): Promise<void> {
+  return until(condition, { what, timeoutMs, everyMs: 20 });
 }
 
 export interface StateChange {

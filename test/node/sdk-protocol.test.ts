@@ -3,6 +3,7 @@ import WebSocket from "ws";
 import { DEFAULT_ACK_DELAY_MS, PublishError, RoomClient, type RoomClientOptions } from "../../client-sdk/src/index";
 import { FakeRoomServer } from "./sdk-fake-server";
 import { Recorder, waitFor } from "./sdk-harness";
+import { sleep } from "../helpers/wait";
 
 /**
  * The client against the in-process fake server: acks, token functions,
@@ -26,7 +27,6 @@ afterEach(async () => {
   for (const client of clients.splice(0)) client.close();
   await Promise.all(servers.splice(0).map((s) => s.stop()));
 });
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe("acknowledgements", () => {
   it("acks at most once per ackDelayMs (default 1000 ms), naming the last message with its tag", async () => {

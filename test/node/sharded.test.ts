@@ -7,6 +7,7 @@ import { followRoom as untypedFollowRoom } from "../../docs/examples/raw-client.
 import { adminClient } from "../../local-server/admin.mjs";
 import { privateDirOf, startServer, type LocalServer } from "../helpers/server";
 import { expectSeqs, publish, roomStats, TestSocket } from "../helpers/socket";
+import { readUntil, sleep } from "../helpers/wait";
 
 const followRoom = untypedFollowRoom as unknown as (
   url: string,
@@ -35,18 +36,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await server?.stop();
 });
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until<T>(read: () => Promise<T>, check: (value: T) => boolean, what: string, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await read();
-    if (check(value)) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(value).slice(0, 600)}`);
-    await sleep(100);
-  }
-}
 
 /** Sockets per object: [root, leaf 0, leaf 1, ...] (a leaf that is not there counts 0). */
 function spread(stats: RoomStats): number[] {
@@ -106,10 +95,10 @@ describe("a room past ROOM_SHARD_SOCKETS", () => {
     expect(answered.sort((a, b) => a - b)).toEqual(Array.from({ length: total }, (_, i) => i + 1));
 
     // Stats are summed over the objects, with one line per leaf; every delivery is counted once.
-    const after = await until(
+    const after = await readUntil(
       () => roomStats(server.url, room),
       (s) => s.deliveries === 9 * total,
-      "deliveries summed over the leaves",
+      { what: "deliveries summed over the leaves" },
     );
     expect(after.seq).toBe(total);
     expect(after.leaves?.every((leaf) => leaf.seq === total && leaf.reachable)).toBe(true);
@@ -171,7 +160,7 @@ describe("a room past ROOM_SHARD_SOCKETS", () => {
       const mine: ServerMessage[] = [];
       received.push(mine);
       followers.push(followRoom(`${server.wsUrl}/rooms/${room}/ws`, (m) => mine.push(m), { WebSocket: CountingWebSocket }));
-      await until(() => fetch(`${server.url}/rooms/${room}`).then((r) => (r.status === 200 ? r.json() : { connections: 0 })), (s) => (s as RoomStats).connections === i + 1, "the follower");
+      await readUntil(() => fetch(`${server.url}/rooms/${room}`).then((r) => (r.status === 200 ? r.json() : { connections: 0 })), (s) => (s as RoomStats).connections === i + 1, { what: "the follower" });
     }
     const before = await roomStats(server.url, room);
     const victim = before.leaves?.find((leaf) => leaf.connections > 0);
@@ -193,7 +182,7 @@ describe("a room past ROOM_SHARD_SOCKETS", () => {
       admin.close();
     }
     for (const mine of received) {
-      await until(async () => mine.length, (n) => n >= N, "every message after the crash", 20_000);
+      await readUntil(async () => mine.length, (n) => n >= N, { what: "every message after the crash", timeoutMs: 20_000 });
       expectSeqs(mine, 1, N);
     }
     // The killed leaf's sockets came back (a new connection each); the others never left.
@@ -209,11 +198,11 @@ describe("a room past ROOM_SHARD_SOCKETS", () => {
     // alice on the root and on a leaf, bob and an anonymous socket on leaves.
     for (const who of ["alice", "carol", "alice", "bob"]) sockets.push(await TestSocket.open(memberUrl(room, who)));
     sockets.push(await TestSocket.open(`${server.wsUrl}/rooms/${room}/ws`));
-    const page = await until(
+    const page = await readUntil(
       () => fetch(`${server.url}/rooms/${room}/presence`).then((r) => r.json() as Promise<{ count: number; connections: number; members: PresenceMember[] }>),
       // The anonymous socket changes no member: its leaf reports it a moment later than the members.
       (p) => p.count === 3 && p.members.find((m) => m.id === "alice")?.connections === 2 && p.connections === 5,
-      "three members, alice with two sockets, five sockets",
+      { what: "three members, alice with two sockets, five sockets" },
     );
     expect(page.connections).toBe(5);
     expect(page.members.map((m) => m.id)).toEqual(["alice", "bob", "carol"]);
@@ -267,10 +256,10 @@ describe("a room past ROOM_SHARD_SOCKETS", () => {
       expect(leaf.instanceStartedAt).toBeGreaterThan((earlier?.instanceStartedAt ?? 0) + 10_000);
     }
     expect(after.connections).toBe(5);
-    const page = await until(
+    const page = await readUntil(
       () => fetch(`${server.url}/rooms/${room}/presence`).then((r) => r.json() as Promise<{ count: number }>),
       (p) => p.count === 5,
-      "the members of every leaf, asked again by the woken root",
+      { what: "the members of every leaf, asked again by the woken root" },
     );
     expect(page.count).toBe(5);
     for (const socket of sockets) socket.close();
@@ -283,11 +272,11 @@ describe("a room past ROOM_SHARD_SOCKETS", () => {
     expect(opened.map((o) => o.on >= 0)).toEqual([false, false, true, true]);
     // A root socket goes: the room is still above half the threshold, so its replacement goes to a leaf.
     (opened[0] as { socket: TestSocket }).socket.close();
-    await until(() => roomStats(server.url, room), (s) => s.rootConnections === 1, "the root to see its socket go");
+    await readUntil(() => roomStats(server.url, room), (s) => s.rootConnections === 1, { what: "the root to see its socket go" });
     const again = await openOn(room);
     expect(again.on).toBeGreaterThanOrEqual(0);
     for (let i = 0; i < 3; i++) await publish(server.url, room, { i });
-    const stats = await until(() => roomStats(server.url, room), (s) => s.deliveries === 4 * 3, "every delivery");
+    const stats = await readUntil(() => roomStats(server.url, room), (s) => s.deliveries === 4 * 3, { what: "every delivery" });
     expect(stats.rootRequests?.upgrades).toBe(2);
     // Placements hand out grants the edge reuses: at most one per socket placed on a leaf.
     expect(stats.rootRequests?.placements).toBeGreaterThanOrEqual(1);
@@ -316,7 +305,7 @@ describe("a room past ROOM_SHARD_SOCKETS", () => {
 
     for (const socket of leafSockets) socket.close();
     (rootSockets[1] as TestSocket).close();
-    const shrunk = await until(() => roomStats(server.url, room), (s) => s.leaves === undefined, "the leaves to retire", RETIRE_MS + 10_000);
+    const shrunk = await readUntil(() => roomStats(server.url, room), (s) => s.leaves === undefined, { what: "the leaves to retire", timeoutMs: RETIRE_MS + 10_000 });
     expect(shrunk.connections).toBe(1);
     expect(shrunk.rootConnections).toBeUndefined();
     // One object again: the remaining socket saw every other member leave, and the next socket stays on the root.

@@ -8,19 +8,12 @@ import { prefixUpperBound, Registry } from "../../durable-objects/coordinator/re
 import { decodeCursor, encodeCursor, parseBroadcastBody, parseListQuery } from "../../worker/coordinator/requests";
 import { hashRoomName, shardOf, shardStub } from "../../common/coordinator-shards";
 import type { Env } from "../../worker/env";
+import { eventually } from "../helpers/wait";
 
 const bindings = env as unknown as Env;
 type Entry = { fetch(input: string, init?: RequestInit): Promise<Response> };
 const worker = (exports as unknown as { default: Entry }).default;
 const config = readCoordinatorConfig(bindings);
-
-async function until(check: () => Promise<boolean>, ms = 5000, what = "condition"): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 const shardFor = (room: string) => shardStub(bindings.COORDINATOR, shardOf(room, config.shards));
 const listed = async (room: string) =>
@@ -199,7 +192,7 @@ describe("room registration", () => {
     expect(res.status).toBe(101);
     const ws = res.webSocket as WebSocket;
     ws.accept();
-    await until(async () => (await listed(room)) !== null, 5000, "0 -> 1 report");
+    await eventually(async () => (await listed(room)) !== null, { what: "0 -> 1 report" });
     expect(await listed(room)).toEqual({ room, connections: 1, members: 0 });
 
     // The shard loses the entry (a lost report, a restored backup...).
@@ -211,9 +204,9 @@ describe("room registration", () => {
     // The room's sweep alarm is its heartbeat.
     const roomStub = bindings.ROOMS.get(bindings.ROOMS.idFromName(room));
     expect(await runDurableObjectAlarm(roomStub)).toBe(true);
-    await until(async () => (await listed(room)) !== null, 5000, "heartbeat report");
+    await eventually(async () => (await listed(room)) !== null, { what: "heartbeat report" });
 
     ws.close(1000, "bye");
-    await until(async () => (await listed(room)) === null, 5000, "1 -> 0 report");
+    await eventually(async () => (await listed(room)) === null, { what: "1 -> 0 report" });
   });
 });

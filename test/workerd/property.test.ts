@@ -24,6 +24,7 @@ import {
 import { DEFAULTS } from "../../common/settings";
 import { mintToken } from "../../common/tokens";
 import { createFanoutApp } from "../../worker/app";
+import { until } from "../helpers/wait";
 
 type FetchLike = (request: Request) => Promise<Response>;
 
@@ -73,14 +74,6 @@ const ERROR_CODES = new Set<string>([
 // ---------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------
-
-async function until(check: () => boolean, what: string, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
 
 interface ClientSocket {
   ws: WebSocket;
@@ -152,8 +145,7 @@ async function readHistory(room: string, upTo: number): Promise<Map<number, stri
       }
       return seen.size >= upTo || s.close !== null;
     },
-    `history of ${room} up to ${upTo}`,
-    20_000,
+    { what: `history of ${room} up to ${upTo}`, timeoutMs: 20_000 },
   );
   quietClose(s.ws);
   return seen;
@@ -548,7 +540,7 @@ describe("routes under arbitrary requests", () => {
           if (request.headers.get("sec-websocket-protocol")) expect(res.headers.get("sec-websocket-protocol"), context).toBe("fanout.v1");
           const socket = adopt(res.webSocket as WebSocket);
           if (secured) {
-            await until(() => socket.close !== null || socket.events.length > 0, `the first event or close: ${context}`);
+            await until(() => socket.close !== null || socket.events.length > 0, { what: `the first event or close: ${context}` });
             if (socket.events.length === 0) {
               // Refused at the upgrade with a close code (what a browser can see), never reaching a room.
               expect([CloseCode.UNAUTHORIZED, CloseCode.FORBIDDEN], context).toContain(socket.close?.code);
@@ -664,7 +656,7 @@ describe("client frames over a socket", () => {
       fc.asyncProperty(fc.array(clientFrame, { minLength: 1, maxLength: 5 }), async (frames) => {
         const before = await roomSeq(room);
         const s = await openSocket(room);
-        await until(() => s.events.some((e) => e.type === "welcome"), "welcome");
+        await until(() => s.events.some((e) => e.type === "welcome"), { what: "welcome" });
 
         // What the room must do: publish every valid publish frame up to the first bad frame, then
         // close with that frame's code. Frames after it are not sent here: the fixed cases below cover them.
@@ -688,7 +680,7 @@ describe("client frames over a socket", () => {
           const parsed = typeof frame === "string" ? parseClientFrame(frame) : null;
           if (parsed?.ok && parsed.value.type === "publish" && expectedClose(frame, before) === null) {
             answered += 1;
-            await until(() => s.close !== null || s.events.filter((e) => e.type === "published").length >= answered, "publish answer");
+            await until(() => s.close !== null || s.events.filter((e) => e.type === "published").length >= answered, { what: "publish answer" });
           }
         }
         const context = JSON.stringify(sent).slice(0, 500);
@@ -699,18 +691,18 @@ describe("client frames over a socket", () => {
           published.push(sentinel);
           await until(
             () => s.close !== null || s.events.some((e) => e.type === "published" && e.id === "sentinel"),
-            `sentinel for ${context}`,
+            { what: `sentinel for ${context}` },
           );
           expect(s.close, context).toBeNull();
         } else {
-          await until(() => s.close !== null, `close ${closeCode} for ${context}`);
+          await until(() => s.close !== null, { what: `close ${closeCode} for ${context}` });
           expect(s.close?.code, context).toBe(closeCode);
         }
         for (const event of s.events) expect(event.type, context).not.toBe("error");
         outcomes.set(String(closeCode ?? "open"), (outcomes.get(String(closeCode ?? "open")) ?? 0) + 1);
 
         // Publishes are stored in frame order from the seq the room was at.
-        await until(() => s.close !== null || s.events.filter((e) => e.type === "published").length >= published.length, "published answers");
+        await until(() => s.close !== null || s.events.filter((e) => e.type === "published").length >= published.length, { what: "published answers" });
         expect((await roomSeq(room)) - before, context).toBe(published.length);
         if (published.length > 0) runs.push({ from: before + 1, published, context });
         quietClose(s.ws);
@@ -749,11 +741,11 @@ describe("client frames over a socket", () => {
   ])("ignores frames sent after %s closed the socket", { retry: 3 }, async (_what, closing, code) => {
     const room = `after-close-${code}-${crypto.randomUUID().slice(0, 8)}`;
     const s = await openSocket(room);
-    await until(() => s.events.some((e) => e.type === "welcome"), "welcome");
+    await until(() => s.events.some((e) => e.type === "welcome"), { what: "welcome" });
     s.ws.send(closing);
     s.ws.send(JSON.stringify({ type: "publish", data: "after close 1" }));
     s.ws.send(JSON.stringify({ type: "publish", data: "after close 2" }));
-    await until(() => s.close !== null, "close");
+    await until(() => s.close !== null, { what: "close" });
     expect(s.close?.code).toBe(code);
     // Give any wrongly processed frame time to land before looking.
     await new Promise((r) => setTimeout(r, 100));

@@ -15,6 +15,7 @@ import { IdempotencyKeys } from "../../durable-objects/room/idempotency-keys";
 import { MetaStore } from "../../durable-objects/room/meta-store";
 import { Publishing } from "../../durable-objects/room/publishing";
 import type { Env } from "../../worker/env";
+import { until } from "../helpers/wait";
 
 const bindings = env as unknown as Env;
 type Entry = { fetch(input: string, init?: RequestInit): Promise<Response> };
@@ -31,14 +32,6 @@ async function openSocket(room: string, query = ""): Promise<{ ws: WebSocket; ev
   });
   ws.accept();
   return { ws, events };
-}
-
-async function until(check: () => boolean, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error("condition not met in time");
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 describe("routes", () => {
