@@ -125,13 +125,23 @@ export class MessageRing implements MessageSource {
       merged = kept;
     }
     let bytes = merged.reduce((sum, m) => sum + m.bytes, 0);
-    // Past the bound, the oldest go: catch-up moves forward, towards the live part.
-    let drop = 0;
-    while (bytes > this.#bounds.backfillBytes && drop < merged.length - 1) {
-      bytes -= (merged[drop] as Message).bytes;
-      drop += 1;
+    // Past the bound something goes, but never what was just fetched for: the sockets that asked
+    // need its first message. A backfill that extends the previous one forward drops the oldest
+    // (catch-up moves towards the live part); a new one, or one that reaches further back, drops
+    // the newest (what the previous backfill or a later fetch holds again).
+    const forward = olderFirst !== undefined && first > olderFirst;
+    let start = 0;
+    let end = merged.length;
+    while (bytes > this.#bounds.backfillBytes && end - start > 1) {
+      if (forward && (merged[start] as Message).seq < first) {
+        bytes -= (merged[start] as Message).bytes;
+        start += 1;
+      } else {
+        end -= 1;
+        bytes -= (merged[end] as Message).bytes;
+      }
     }
-    this.#older = drop > 0 ? merged.slice(drop) : merged;
+    this.#older = start > 0 || end < merged.length ? merged.slice(start, end) : merged;
     this.#olderBytes = bytes;
   }
 

@@ -137,6 +137,22 @@ describe("the backfill", () => {
     expect(ring.size.messages).toBe(15);
   });
 
+  it("keeps the first message of a fetch larger than its bound, which the sockets that asked need", () => {
+    const room = roomOf(70);
+    const each = (room[40] as Message).bytes;
+    const { ring } = ringOf({ maxMessages: 10, maxBytes: 100 * each, backfillBytes: 5 * each });
+    ring.reset(40);
+    ring.append(slice(room, 41, 60));
+    // A fetch returns its budget and a message more: six, for a backfill of five.
+    ring.backfill(slice(room, 11, 16), null);
+    expect(ring.covers(11)).toBe(true);
+    expect(covered(ring, 1, 40)).toEqual(range(11, 15));
+    // A cursor further back fetches again: the new, older messages are kept, the newest go.
+    ring.backfill(slice(room, 5, 10), null);
+    expect(ring.covers(5)).toBe(true);
+    expect(covered(ring, 1, 40)).toEqual(range(5, 9));
+  });
+
   it("keeps nothing the root's history reported lost, and serves those seqs as lost", () => {
     const { room, ring } = withLive();
     ring.backfill(slice(room, 46, 50), { from: 30, to: 45 });
