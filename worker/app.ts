@@ -1,10 +1,10 @@
-import { Hono } from "hono";
-import { isValidRoomName, resumeProblem } from "../protocol";
+import { Hono, type Context } from "hono";
+import { isValidRoomName, MULTIPLEX_PATH, resumeProblem } from "../protocol";
 import { readLimits, type Limits } from "../common/settings";
 import { logEvent } from "../common/log";
 import { utf8Length } from "../common/utf8";
 import { recordPublish } from "./analytics";
-import { requirePublishKey, subscribeAccess, warnWhenOpen } from "./auth";
+import { connectionAccess, requirePublishKey, subscribeAccess, warnWhenOpen } from "./auth";
 import type { Env } from "./env";
 import { jsonError, refusedPublish } from "./errors";
 import { coordinatorRoutes } from "./coordinator-routes";
@@ -12,13 +12,14 @@ import { localRoutes } from "./local-routes";
 import { metricsRoutes } from "./metrics";
 import { flushServiceCountersSoon } from "./service-counters";
 import { serveDemo, serveSdk } from "./static";
-import { admitSocket } from "./local-admission";
+import { admitSocket, noteHub } from "./local-admission";
 import { decodePublishBody } from "./publish-body";
 import { readCoordinatorConfig } from "../common/coordinator-config";
 import { shardOf, shardStub } from "../common/coordinator-shards";
 import { bodyLimits, readBody } from "./request-body";
 import { parsePresencePage } from "./presence-query";
 import { openRoomSocket } from "./placement";
+import { openConnection } from "./hub-placement";
 import { closeRefusedUpgrade } from "./auth/socket-refusal";
 
 /** The fan-out app's Hono environment: its bindings, and what its middleware sets for the routes. */
@@ -30,6 +31,25 @@ export interface FanoutAppOptions {
   sdk?: boolean;
   /** Serve the demo page at `GET /demo?room=` (default true; it needs `sdk`). */
   demo?: boolean;
+}
+
+/**
+ * The local server's admission of one more socket (a room's, or a multiplexed
+ * connection's: `room` null): a 503 when it is shutting down or at its
+ * descriptor ceiling (local-admission.ts), else null.
+ */
+function admissionRefusal(c: Context<FanoutAppEnv>, room: string | null): Response | null {
+  const admission = admitSocket(room, c.env.LOCAL_ADMIN_TOKEN !== undefined);
+  if (admission === "draining") {
+    // Accepting now would only hand the client a socket that dies with the process.
+    logEvent("refusal", { room, reason: "shutting_down" });
+    return jsonError(c, 503, "over_capacity", "the server is shutting down; reconnect in a few seconds", { "Retry-After": "2" }, "shutting_down");
+  }
+  if (admission === "over_capacity") {
+    logEvent("refusal", { room, reason: "over_capacity" });
+    return jsonError(c, 503, "over_capacity", "the server is at its connection ceiling; retry later", { "Retry-After": "5" });
+  }
+  return null;
 }
 
 /** Whether a worker's environment has the bindings the app calls (a mounted app may have been forgotten in wrangler.toml). */
@@ -101,8 +121,22 @@ export function createFanoutApp(options: FanoutAppOptions = {}): Hono<FanoutAppE
   app.use("/rooms/:room/presence", requirePublishKey());
   app.use("/metrics", requirePublishKey());
   app.use("/rooms/:room/ws", subscribeAccess());
+  app.use(MULTIPLEX_PATH, connectionAccess());
 
   app.get("/healthz", (c) => c.json({ ok: true }));
+
+  // One connection that follows many rooms (docs/multiplexing.md).
+  app.get(MULTIPLEX_PATH, async (c) => {
+    if (c.req.header("upgrade")?.toLowerCase() !== "websocket") {
+      return jsonError(c, 426, "upgrade_required", "this endpoint takes a WebSocket upgrade", { Upgrade: "websocket" });
+    }
+    const refused = admissionRefusal(c, null);
+    if (refused) return refused;
+    const { answer, hub } = await openConnection(c.env, c.get("limits"), c.req.url, new Headers(c.req.raw.headers));
+    if (hub !== null && c.env.LOCAL_ADMIN_TOKEN !== undefined) noteHub(hub);
+    return answer;
+  });
+  app.all(MULTIPLEX_PATH, (c) => jsonError(c, 405, "method_not_allowed", "connect with GET and an Upgrade header", { Allow: "GET" }));
 
   app.route("/__local", localRoutes);
   if (options.sdk !== false) app.get("/sdk.js", serveSdk);
@@ -127,18 +161,8 @@ export function createFanoutApp(options: FanoutAppOptions = {}): Hono<FanoutAppE
     }
     const resume = resumeProblem(new URL(c.req.url).searchParams);
     if (resume !== null) return jsonError(c, 400, "bad_request", resume);
-    const admission = admitSocket(room, c.env.LOCAL_ADMIN_TOKEN !== undefined);
-    if (admission === "draining") {
-      // Accepting now would only hand the client a socket that dies with the process.
-      logEvent("refusal", { room, reason: "shutting_down" });
-      return jsonError(c, 503, "over_capacity", "the server is shutting down; reconnect in a few seconds", { "Retry-After": "2" }, "shutting_down");
-    }
-    if (admission === "over_capacity") {
-      logEvent("refusal", { room, reason: "over_capacity" });
-      return jsonError(c, 503, "over_capacity", "the server is at its connection ceiling; retry later", {
-        "Retry-After": "5",
-      });
-    }
+    const refused = admissionRefusal(c, room);
+    if (refused) return refused;
     // The room's own object, or one of its leaves once it is sharded (docs/sharded-rooms.md).
     const answer = await openRoomSocket(c.env, room, c.req.url, new Headers(c.req.raw.headers));
     // A room's onConnect refusal reaches a browser as the close code it can see.

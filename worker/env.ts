@@ -1,4 +1,5 @@
 import type { Coordinator } from "../durable-objects/coordinator/coordinator";
+import type { RoomHub } from "../durable-objects/hub/hub";
 import type { RoomLeaf } from "../durable-objects/leaf/leaf";
 import type { Room } from "../durable-objects/room/room";
 
@@ -8,6 +9,8 @@ export interface Env {
   COORDINATOR: DurableObjectNamespace<Coordinator>;
   /** Leaf objects of sharded rooms (docs/sharded-rooms.md), named `<room>/<index>`. */
   LEAVES: DurableObjectNamespace<RoomLeaf>;
+  /** Hubs of multiplexed connections (docs/multiplexing.md), named `hub-<n>`; without it, `GET /ws` answers 404. */
+  HUBS?: DurableObjectNamespace<RoomHub>;
   /** Every limit var is optional; absent ones take their defaults (DEFAULTS in common/settings.ts). */
   [name: string]: unknown;
   /** Set only by the local server launcher: enables the loopback admin routes under /__local. */

@@ -8,5 +8,6 @@ import { createFanoutApp } from "./app";
 export { Room } from "../durable-objects/room/room";
 export { Coordinator } from "../durable-objects/coordinator/coordinator";
 export { RoomLeaf } from "../durable-objects/leaf/leaf";
+export { RoomHub } from "../durable-objects/hub/hub";
 
 export default createFanoutApp();

@@ -35,6 +35,7 @@ export type { Env as FanoutEnv } from "./env";
 export { Room, type PublishOptions, type PublishOutcome, type PublishRefused, type PublishResult } from "../durable-objects/room/room";
 export { Coordinator } from "../durable-objects/coordinator/coordinator";
 export { RoomLeaf } from "../durable-objects/leaf/leaf";
+export { RoomHub } from "../durable-objects/hub/hub";
 export type {
   CloseInfo,
   Connection,

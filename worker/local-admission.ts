@@ -25,6 +25,7 @@ let pressure: Pressure | null = null;
 let admitted = 0;
 let draining = false;
 const rooms = new Set<string>();
+const hubs = new Set<number>();
 
 /** Records a sample from the launcher; returns the admission count to pass back as the next basis. */
 export function reportPressure(sample: Pressure): number {
@@ -39,12 +40,22 @@ export function reportPressure(sample: Pressure): number {
  * its sockets on shutdown: on Cloudflare an isolate would otherwise keep every
  * room name it ever upgraded into.
  */
-export function admitSocket(room: string, local: boolean): Admission {
+export function admitSocket(room: string | null, local: boolean): Admission {
   if (draining) return "draining";
   if (pressure && pressure.fds + (admitted - pressure.basis) >= pressure.ceiling) return "over_capacity";
   admitted += 1;
-  if (local) rooms.add(room);
+  if (local && room !== null) rooms.add(room);
   return "admitted";
+}
+
+/** The local server remembers the hubs that took multiplexed connections, to close them on shutdown. */
+export function noteHub(hub: number): void {
+  hubs.add(hub);
+}
+
+/** Hubs that took connections in this process. */
+export function knownHubs(): number[] {
+  return [...hubs];
 }
 
 /** From now on every upgrade is refused: the process is about to close its sockets and exit. */

@@ -1,7 +1,8 @@
 import { Hono } from "hono";
 import type { Env } from "./env";
 import { jsonError } from "./errors";
-import { admissionSnapshot, beginDrain, knownRooms, reportPressure } from "./local-admission";
+import { hubName } from "../common/edge-requests";
+import { admissionSnapshot, beginDrain, knownHubs, knownRooms, reportPressure } from "./local-admission";
 
 /** Header that carries LOCAL_ADMIN_TOKEN; the local server sets it on its private admin socket only. */
 export const LOCAL_ADMIN_HEADER = "x-local-admin-token";
@@ -52,9 +53,11 @@ localRoutes.post("/shutdown", async (c) => {
   beginDrain();
   const rooms = knownRooms();
   let sockets = 0;
-  const results = await Promise.allSettled(
-    rooms.map((room) => c.env.ROOMS.get(c.env.ROOMS.idFromName(room)).shutdown()),
-  );
+  const hubs = c.env.HUBS;
+  const results = await Promise.allSettled([
+    ...rooms.map((room) => c.env.ROOMS.get(c.env.ROOMS.idFromName(room)).shutdown()),
+    ...(hubs ? knownHubs().map((hub) => hubs.get(hubs.idFromName(hubName(hub))).shutdown(1012, "service restart")) : []),
+  ]);
   for (const result of results) if (result.status === "fulfilled") sockets += result.value;
   return c.json({ rooms: rooms.length, sockets });
 });
