@@ -99,6 +99,15 @@ export class MuxSocket {
     this.ws.close(1000);
   }
 
+  /** Stops reading from the TCP socket, so the kernel buffers fill and the server's sends pile up. */
+  pauseReading(): void {
+    (this.ws as unknown as { _socket: { pause(): void } })._socket.pause();
+  }
+
+  resumeReading(): void {
+    (this.ws as unknown as { _socket: { resume(): void } })._socket.resume();
+  }
+
   #frame(text: string): void {
     if (text === "pong") return this.#notify();
     const parsed = parseServerFrame(text);

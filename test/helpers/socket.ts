@@ -140,10 +140,11 @@ export async function publish(
   baseUrl: string,
   room: string,
   data: unknown,
+  options: { headers?: Record<string, string> } = {},
 ): Promise<{ status: number; body: { seq: number; recipients: number } & Record<string, unknown> }> {
   const res = await fetch(`${baseUrl}/rooms/${room}/publish`, {
     method: "POST",
-    headers: { "content-type": "application/json" },
+    headers: { "content-type": "application/json", ...options.headers },
     body: JSON.stringify(data),
   });
   return { status: res.status, body: (await res.json()) as { seq: number; recipients: number } };
