@@ -20,7 +20,9 @@
 //   accept gate in front (limits.mjs, gate.mjs);
 // - a watchdog, so that workerd never outlives the launcher (workerd-process.mjs);
 // - graceful shutdown: SIGTERM/SIGINT/SIGHUP refuse new upgrades and close every
-//   socket with 1012 so clients reconnect and resume, then workerd exits.
+//   socket with 1012 so clients reconnect and resume, then workerd exits. A
+//   SIGINT that follows the first within a second is the same Ctrl-C twice
+//   (the terminal's and npm's forward), not a request to stop waiting.
 //
 // Usage: node local-server/server.mjs --help
 
@@ -46,6 +48,8 @@ import { startWorkerd } from "./workerd-process.mjs";
 const SAMPLE_INTERVAL_MS = 100;
 const SHUTDOWN_TIMEOUT_MS = 5000;
 const STOP_GRACE_MS = 3000;
+/** A SIGINT this long after the first is a deliberate second Ctrl-C; one sooner is the same Ctrl-C delivered twice. */
+const REPEATED_SIGNAL_MS = 1000;
 /** Gate mode: how long a connection may stay silent before it is closed. */
 const FIRST_BYTE_MS = 5000;
 
@@ -279,13 +283,20 @@ async function main() {
     child.kill("SIGTERM");
     setTimeout(() => child.kill("SIGKILL"), STOP_GRACE_MS).unref();
   };
+  let stoppingSince = 0;
   const shutdown = async (signal) => {
     if (stopping) {
-      // A second Ctrl-C: stop waiting.
-      if (signal === "SIGINT") child.kill("SIGKILL");
+      // One Ctrl-C often arrives twice: from the terminal and as npm's forward
+      // of it (or from `kill -INT -<pgid>` and npm). Only a Ctrl-C pressed
+      // again later stops waiting.
+      if (signal === "SIGINT" && Date.now() - stoppingSince >= REPEATED_SIGNAL_MS) {
+        console.error("SIGINT again: stopping workerd without waiting for the sockets to close");
+        child.kill("SIGKILL");
+      }
       return;
     }
     stopping = true;
+    stoppingSince = Date.now();
     sampling = false;
     console.log(`${signal}: closing every socket with 1012 (service restart)`);
     try {
