@@ -50,8 +50,11 @@ const SHUTDOWN_TIMEOUT_MS = 5000;
 const STOP_GRACE_MS = 3000;
 /** A SIGINT this long after the first is a deliberate second Ctrl-C; one sooner is the same Ctrl-C delivered twice. */
 const REPEATED_SIGNAL_MS = 1000;
-/** Gate mode: how long a connection may stay silent before it is closed. */
-const FIRST_BYTE_MS = 5000;
+/** Gate mode: how long a request head may take to arrive (from the connection's start for the first). */
+const HEAD_MS = 5000;
+/** Gate mode: the largest request head relayed (431 past it), and what unfinished heads may hold in all (503 past it). */
+const MAX_HEAD_BYTES = 32 * 1024;
+const HEAD_BYTES_BUDGET = 16 * 1024 * 1024;
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -136,7 +139,7 @@ function banner({ url, host, port, mount, vars, origin, plan, dataDir, pid }) {
     lines.push(
       `  accept gate on (${plan.forced ? "--gate on" : `descriptor limit under ${DIRECT_MIN_LIMIT}`}): ` +
         `at most ${plan.gateConnections} connections (${plan.gateConnections - plan.reservedForHttp} of them sockets), ` +
-        `silent ones closed after ${FIRST_BYTE_MS / 1000} s`,
+        `connections without a request head after ${HEAD_MS / 1000} s closed`,
     );
   } else {
     const roomy = plan.spare >= 3 * plan.ceiling;
@@ -220,7 +223,9 @@ async function main() {
           descriptors: plan.gateDescriptors,
           maxConnections: plan.gateConnections,
           reservedForHttp: plan.reservedForHttp,
-          firstByteMs: FIRST_BYTE_MS,
+          headMs: HEAD_MS,
+          maxHeadBytes: MAX_HEAD_BYTES,
+          headBytesBudget: HEAD_BYTES_BUDGET,
           // The room's own limit: a message over it would be refused with 1009 anyway, after workerd buffered it.
           maxMessageBytes: Number(vars.MAX_FRAME_BYTES) || 65_536,
           report: (counts) => console.log(JSON.stringify({ event: "gate", ...counts })),
