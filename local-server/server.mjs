@@ -125,13 +125,33 @@ async function waitForHealth(admin, startId, child, deadlineMs) {
   return false;
 }
 
-function banner({ url, host, port, mount, vars, origin, plan, dataDir, pid }) {
+/** The room the banner's demo link opens. */
+const DEMO_ROOM = "lobby";
+
+/**
+ * Whether the app serves its demo page (createFanoutApp({ demo: false }) does not): asked of the
+ * running worker, so that the banner only links a page that is there.
+ * @param {string} appUrl where the app is mounted
+ */
+async function servesDemo(appUrl) {
+  try {
+    const res = await fetch(`${appUrl}/demo?room=${DEMO_ROOM}`, { signal: AbortSignal.timeout(5000) });
+    await res.arrayBuffer();
+    return res.ok && (res.headers.get("content-type") ?? "").startsWith("text/html");
+  } catch {
+    return false;
+  }
+}
+
+function banner({ url, host, port, mount, vars, origin, plan, dataDir, pid, demo }) {
   const keyed = typeof vars.PUBLISH_KEY === "string" && vars.PUBLISH_KEY.trim() !== "";
   const tokened = typeof vars.TOKEN_SECRET === "string" && vars.TOKEN_SECRET.trim() !== "";
+  const token = `npm run -s token -- --room ${DEMO_ROOM}`;
   const lines = [
     `edge-fanout listening on ${url}`,
     `  WebSocket:  ws://${host}:${port}${mount}/rooms/{room}/ws${tokened ? "?token=$(npm run -s token -- --room {room})" : ""}`,
     `  Publish:    curl -X POST ${url}/rooms/{room}/publish${keyed ? ' -H "Authorization: Bearer $PUBLISH_KEY"' : ""} -d 'hello'`,
+    ...(demo ? [`  Demo:       ${url}/demo?room=${DEMO_ROOM}${tokened ? `&token=TOKEN  (TOKEN_SECRET is set: TOKEN from \`${token}\`)` : ""}`] : []),
     `  Access:     ${describeAccess(vars, origin)}`,
     `  descriptor limit ${plan.limit}; connection ceiling ${plan.ceiling} descriptors (upgrades past it get 503)`,
   ];
@@ -282,7 +302,8 @@ async function main() {
   void sampleLoop();
 
   // One write, so whoever waits for "listening on" also has the rest.
-  console.log(banner({ url: `${url}${options.mount}`, host, port: boundPort, mount: options.mount, vars, origin, plan, dataDir, pid: child.pid }));
+  const demo = await servesDemo(`${url}${options.mount}`);
+  console.log(banner({ url: `${url}${options.mount}`, host, port: boundPort, mount: options.mount, vars, origin, plan, dataDir, pid: child.pid, demo }));
 
   const stopWorkerd = () => {
     child.kill("SIGTERM");
