@@ -213,6 +213,12 @@ function rawSocket(path, via, onMessage) {
           if (!answer) return;
           buffered = buffered.subarray(answer.bytes);
           if (phase === "first-response") {
+            if (answer.status !== 200) {
+              // Refused before the upgrade was even sent (the gate at its connection cap).
+              phase = "refused";
+              settle({ status: answer.status, socket });
+              return;
+            }
             phase = "handshake";
             sendHandshake();
             continue;
