@@ -7,8 +7,9 @@
 // The gate sees the bytes first, so it can refuse the message at the header
 // that announces it, before workerd buffers any of it.
 //
-// The guard skips the HTTP request head, then follows the frame headers of
-// RFC 6455: payloads are counted, never buffered.
+// The guard starts at the first byte after the upgrade's request head (the
+// gate finds it, http-requests.mjs) and follows the frame headers of RFC
+// 6455: payloads are counted, never buffered.
 
 const CLOSE_TOO_BIG = 1009;
 
@@ -16,8 +17,6 @@ const CLOSE_TOO_BIG = 1009;
  * @param {number} maxMessageBytes largest message payload allowed (the room's MAX_FRAME_BYTES)
  */
 export function createFrameGuard(maxMessageBytes) {
-  let inHead = true;
-  let headTail = "";
   /** Header bytes of the frame being read, until it is complete. */
   let header = Buffer.alloc(0);
   let payloadLeft = 0;
@@ -62,16 +61,6 @@ export function createFrameGuard(maxMessageBytes) {
      */
     feed(chunk) {
       let i = 0;
-      if (inHead) {
-        const text = headTail + chunk.toString("latin1");
-        const end = text.indexOf("\r\n\r\n");
-        if (end === -1) {
-          headTail = text.slice(-3);
-          return true;
-        }
-        inHead = false;
-        i = end + 4 - headTail.length;
-      }
       while (i < chunk.length) {
         if (payloadLeft > 0) {
           const take = Math.min(payloadLeft, chunk.length - i);
@@ -92,7 +81,7 @@ export function createFrameGuard(maxMessageBytes) {
   };
 }
 
-/** The close frame the gate answers an oversized message with (server frames are not masked). */
+/** The close frame the gate answers an oversized message with (server frames are not masked). @param {number} maxMessageBytes */
 export function tooBigCloseFrame(maxMessageBytes) {
   const reason = Buffer.from(`message over ${maxMessageBytes} bytes`);
   const frame = Buffer.alloc(4 + reason.length);

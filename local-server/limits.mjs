@@ -87,7 +87,7 @@ export function planDescriptors(limits, gate = "auto", ceilingOverride = null) {
   const mode = gate === "on" || (gate === "auto" && limit < DIRECT_MIN_LIMIT) ? "gate" : "direct";
   const ceiling = Math.min(ceilingOverride ?? (mode === "direct" ? Math.floor(limit / 4) : ceilingFor(limit)), ceilingFor(limit));
   // The gate runs in the launcher: two descriptors per relayed connection, one
-  // per connection still waiting for its first bytes, and a reserve for the
+  // per connection still waiting for its request head, and a reserve for the
   // launcher itself. Waiting connections may use what relayed ones leave, and
   // always have at least `pendingMin`.
   const gateDescriptors = limit - Math.max(48, Math.ceil(limit * 0.03));

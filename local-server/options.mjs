@@ -25,7 +25,13 @@ Environment:
   PORT (8787), HOST (127.0.0.1), DATA_DIR (.data), and the vars and secrets the service knows:
   PUBLISH_KEY, TOKEN_SECRET, ALLOWED_ORIGINS and every [vars] key of wrangler.toml.
 Precedence: --var > environment > .dev.vars > wrangler.toml. Secrets on the command line show
-in \`ps\` and in npm's banner; prefer .dev.vars or the environment for them.`;
+in \`ps\` and in npm's banner; prefer .dev.vars or the environment for them.
+
+Stopping:
+  SIGTERM, SIGINT (Ctrl-C) or SIGHUP refuses new sockets, closes every socket with 1012 (clients
+  reconnect and resume) and exits. A SIGINT within 1 s of the first is the same Ctrl-C delivered
+  twice (by the terminal and by npm) and changes nothing; a Ctrl-C pressed again later stops at
+  once, without waiting for the sockets to close.`;
 
 /**
  * @param {readonly string[]} argv

@@ -20,7 +20,9 @@
 //   accept gate in front (limits.mjs, gate.mjs);
 // - a watchdog, so that workerd never outlives the launcher (workerd-process.mjs);
 // - graceful shutdown: SIGTERM/SIGINT/SIGHUP refuse new upgrades and close every
-//   socket with 1012 so clients reconnect and resume, then workerd exits.
+//   socket with 1012 so clients reconnect and resume, then workerd exits. A
+//   SIGINT that follows the first within a second is the same Ctrl-C twice
+//   (the terminal's and npm's forward), not a request to stop waiting.
 //
 // Usage: node local-server/server.mjs --help
 
@@ -46,8 +48,13 @@ import { startWorkerd } from "./workerd-process.mjs";
 const SAMPLE_INTERVAL_MS = 100;
 const SHUTDOWN_TIMEOUT_MS = 5000;
 const STOP_GRACE_MS = 3000;
-/** Gate mode: how long a connection may stay silent before it is closed. */
-const FIRST_BYTE_MS = 5000;
+/** A SIGINT this long after the first is a deliberate second Ctrl-C; one sooner is the same Ctrl-C delivered twice. */
+const REPEATED_SIGNAL_MS = 1000;
+/** Gate mode: how long a request head may take to arrive (from the connection's start for the first). */
+const HEAD_MS = 5000;
+/** Gate mode: the largest request head relayed (431 past it), and what unfinished heads may hold in all (503 past it). */
+const MAX_HEAD_BYTES = 32 * 1024;
+const HEAD_BYTES_BUDGET = 16 * 1024 * 1024;
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -128,13 +135,33 @@ async function waitForHealth(admin, startId, child, deadlineMs) {
   return false;
 }
 
-function banner({ url, host, port, mount, vars, origin, plan, dataDir, pid }) {
+/** The room the banner's demo link opens. */
+const DEMO_ROOM = "lobby";
+
+/**
+ * Whether the app serves its demo page (createFanoutApp({ demo: false }) does not): asked of the
+ * running worker, so that the banner only links a page that is there.
+ * @param {string} appUrl where the app is mounted
+ */
+async function servesDemo(appUrl) {
+  try {
+    const res = await fetch(`${appUrl}/demo?room=${DEMO_ROOM}`, { signal: AbortSignal.timeout(5000) });
+    await res.arrayBuffer();
+    return res.ok && (res.headers.get("content-type") ?? "").startsWith("text/html");
+  } catch {
+    return false;
+  }
+}
+
+function banner({ url, host, port, mount, vars, origin, plan, dataDir, pid, demo }) {
   const keyed = typeof vars.PUBLISH_KEY === "string" && vars.PUBLISH_KEY.trim() !== "";
   const tokened = typeof vars.TOKEN_SECRET === "string" && vars.TOKEN_SECRET.trim() !== "";
+  const token = `npm run -s token -- --room ${DEMO_ROOM}`;
   const lines = [
     `edge-fanout listening on ${url}`,
     `  WebSocket:  ws://${host}:${port}${mount}/rooms/{room}/ws${tokened ? "?token=$(npm run -s token -- --room {room})" : ""}`,
     `  Publish:    curl -X POST ${url}/rooms/{room}/publish${keyed ? ' -H "Authorization: Bearer $PUBLISH_KEY"' : ""} -d 'hello'`,
+    ...(demo ? [`  Demo:       ${url}/demo?room=${DEMO_ROOM}${tokened ? `&token=TOKEN  (TOKEN_SECRET is set: TOKEN from \`${token}\`)` : ""}`] : []),
     `  Access:     ${describeAccess(vars, origin)}`,
     `  descriptor limit ${plan.limit}; connection ceiling ${plan.ceiling} descriptors (upgrades past it get 503)`,
   ];
@@ -142,7 +169,7 @@ function banner({ url, host, port, mount, vars, origin, plan, dataDir, pid }) {
     lines.push(
       `  accept gate on (${plan.forced ? "--gate on" : `descriptor limit under ${DIRECT_MIN_LIMIT}`}): ` +
         `at most ${plan.gateConnections} connections (${plan.gateConnections - plan.reservedForHttp} of them sockets), ` +
-        `silent ones closed after ${FIRST_BYTE_MS / 1000} s`,
+        `connections without a request head after ${HEAD_MS / 1000} s closed`,
     );
   } else {
     const roomy = plan.spare >= 3 * plan.ceiling;
@@ -226,7 +253,9 @@ async function main() {
           descriptors: plan.gateDescriptors,
           maxConnections: plan.gateConnections,
           reservedForHttp: plan.reservedForHttp,
-          firstByteMs: FIRST_BYTE_MS,
+          headMs: HEAD_MS,
+          maxHeadBytes: MAX_HEAD_BYTES,
+          headBytesBudget: HEAD_BYTES_BUDGET,
           // The room's own limit: a message over it would be refused with 1009 anyway, after workerd buffered it.
           maxMessageBytes: frameLimit(vars),
           report: (counts) => console.log(JSON.stringify({ event: "gate", ...counts })),
@@ -283,19 +312,27 @@ async function main() {
   void sampleLoop();
 
   // One write, so whoever waits for "listening on" also has the rest.
-  console.log(banner({ url: `${url}${options.mount}`, host, port: boundPort, mount: options.mount, vars, origin, plan, dataDir, pid: child.pid }));
+  const demo = await servesDemo(`${url}${options.mount}`);
+  console.log(banner({ url: `${url}${options.mount}`, host, port: boundPort, mount: options.mount, vars, origin, plan, dataDir, pid: child.pid, demo }));
 
   const stopWorkerd = () => {
     child.kill("SIGTERM");
     setTimeout(() => child.kill("SIGKILL"), STOP_GRACE_MS).unref();
   };
+  let stoppingSince = 0;
   const shutdown = async (signal) => {
     if (stopping) {
-      // A second Ctrl-C: stop waiting.
-      if (signal === "SIGINT") child.kill("SIGKILL");
+      // One Ctrl-C often arrives twice: from the terminal and as npm's forward
+      // of it (or from `kill -INT -<pgid>` and npm). Only a Ctrl-C pressed
+      // again later stops waiting.
+      if (signal === "SIGINT" && Date.now() - stoppingSince >= REPEATED_SIGNAL_MS) {
+        console.error("SIGINT again: stopping workerd without waiting for the sockets to close");
+        child.kill("SIGKILL");
+      }
       return;
     }
     stopping = true;
+    stoppingSince = Date.now();
     sampling = false;
     console.log(`${signal}: closing every socket with 1012 (service restart)`);
     try {

@@ -8,6 +8,16 @@
 // what oversized client frames cost before the room refuses them, and with
 // --uploads whether oversize publish bodies get their 413 or a reset.
 //
+// --upgrade-via chooses how the upgrade storm and the big-frame senders write
+// their handshake: with the ws library (default), or by hand: `plain` (one
+// write), `split` (the request head in two writes), `after-request` (on a
+// keep-alive connection, after a GET /healthz answered on it).
+// --half-open N opens N connections that send a request (`--half-open-send
+// request`, with Connection: close) or one byte (`byte`) and then never close
+// their side, and checks after --hold-ms that the server gave their slots back.
+// --stop SIGINT,SIGINT stops the server at the end with these signals
+// (--stop-gap-ms apart) and counts the close codes of the held sockets.
+//
 // Only 127.0.0.1; every phase is bounded in count and time. The clients run in
 // this process, under its own descriptor limit (raise it, not the server's).
 //
@@ -16,11 +26,16 @@
 //   node load/bench/storm.mjs --gate on --sockets 5000 --publishes 20
 //   node load/bench/storm.mjs --sockets 10 --big-frames 10 --frame-bytes 31457280
 //   node load/bench/storm.mjs --sockets 0 --uploads 20 --upload-bytes 4194304
+//   node load/bench/storm.mjs --ulimit 600 --sockets 0 --upgrades 600 --upgrade-via split
+//   node load/bench/storm.mjs --sockets 10 --big-frames 4 --upgrade-via after-request
+//   node load/bench/storm.mjs --ulimit 600 --sockets 20 --half-open 300
+//   node load/bench/storm.mjs --sockets 200 --stop SIGINT,SIGINT
 // --launcher PATH runs another server.mjs (an earlier version, to compare).
 //
 // Prints one JSON object. Build first (npm run build); the server starts with --no-build.
 
 import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
@@ -44,6 +59,11 @@ const { values } = parseArgs({
     "upload-bytes": { type: "string", default: "4194304" },
     launcher: { type: "string" },
     "frame-bytes": { type: "string", default: "31457280" },
+    "upgrade-via": { type: "string", default: "ws" },
+    "half-open": { type: "string", default: "0" },
+    "half-open-send": { type: "string", default: "request" },
+    stop: { type: "string" },
+    "stop-gap-ms": { type: "string", default: "30" },
   },
 });
 const num = (name) => {
@@ -55,6 +75,9 @@ const port = num("port");
 const base = `http://127.0.0.1:${port}`;
 const wsBase = `ws://127.0.0.1:${port}`;
 const holdMs = num("hold-ms");
+const upgradeVia = values["upgrade-via"];
+if (!["ws", "plain", "split", "after-request"].includes(upgradeVia)) throw new Error("--upgrade-via must be ws, plain, split or after-request");
+if (!["request", "byte"].includes(values["half-open-send"])) throw new Error("--half-open-send must be request or byte");
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // --- /proc ------------------------------------------------------------------
@@ -99,9 +122,10 @@ async function startServer() {
     workerdPid,
     output: () => output,
     alive: () => child.exitCode === null && proc(workerdPid) !== null,
+    exited: () => new Promise((r) => (child.exitCode !== null || child.signalCode !== null ? r() : child.once("exit", r))),
     stop: async () => {
-      child.kill("SIGTERM");
-      await new Promise((r) => (child.exitCode !== null ? r() : child.once("exit", r)));
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+      await new Promise((r) => (child.exitCode !== null || child.signalCode !== null ? r() : child.once("exit", r)));
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
@@ -127,6 +151,142 @@ function openSocket(url, onMessage) {
   });
 }
 
+/** A WebSocket message header from a client: masked with a zero key, so the payload goes as it is. */
+function clientFrameHeader(length) {
+  const extra = length < 126 ? 0 : length < 65_536 ? 2 : 8;
+  const header = Buffer.alloc(2 + extra + 4);
+  header[0] = 0x81;
+  header[1] = 0x80 | (extra === 0 ? length : extra === 2 ? 126 : 127);
+  if (extra === 2) header.writeUInt16BE(length, 2);
+  if (extra === 8) header.writeBigUInt64BE(BigInt(length), 2);
+  return header;
+}
+
+/**
+ * Opens one WebSocket by hand, writing its handshake as `via` says (plain,
+ * split, after-request); resolves like openSocket, with { ws: { send, closed,
+ * terminate } } for an open one. `closed` settles with the code of the
+ * server's close frame, or 1006 when the connection ends without one; text
+ * messages go to `onMessage`.
+ */
+function rawSocket(path, via, onMessage) {
+  return new Promise((resolve) => {
+    const socket = connect({ port, host: "127.0.0.1", noDelay: true });
+    const key = randomBytes(16).toString("base64");
+    const head = `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\n\r\n`;
+    let buffered = Buffer.alloc(0);
+    let phase = via === "after-request" ? "first-response" : "handshake";
+    let settled = false;
+    const settle = (value) => {
+      if (!settled) {
+        settled = true;
+        resolve(value);
+      }
+    };
+    let closedWith;
+    const closed = new Promise((r) => (closedWith = r));
+    const sendHandshake = () => {
+      if (via !== "split") return socket.write(head);
+      // The request line first, the headers 50 ms later: two reads on the server's side.
+      const cut = head.indexOf("\r\n") + 2;
+      socket.write(head.slice(0, cut));
+      setTimeout(() => socket.writable && socket.write(head.slice(cut)), 50);
+    };
+    /** The complete response at the start of `buffered` (status and bytes), or null while it is incomplete. */
+    const response = () => {
+      const end = buffered.indexOf("\r\n\r\n");
+      if (end === -1) return null;
+      const text = buffered.subarray(0, end).toString("latin1");
+      const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(text)?.[1] ?? 0);
+      const body = status === 101 ? 0 : Number(/\r\ncontent-length:[ \t]*(\d+)/i.exec(text)?.[1] ?? 0);
+      return buffered.length < end + 4 + body ? null : { status, bytes: end + 4 + body };
+    };
+    socket.on("connect", () => {
+      if (via === "after-request") socket.write(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`);
+      else sendHandshake();
+    });
+    socket.on("data", (chunk) => {
+      buffered = buffered.length === 0 ? chunk : Buffer.concat([buffered, chunk]);
+      for (;;) {
+        if (phase === "first-response" || phase === "handshake") {
+          const answer = response();
+          if (!answer) return;
+          buffered = buffered.subarray(answer.bytes);
+          if (phase === "first-response") {
+            if (answer.status !== 200) {
+              // Refused before the upgrade was even sent (the gate at its connection cap).
+              phase = "refused";
+              settle({ status: answer.status, socket });
+              return;
+            }
+            phase = "handshake";
+            sendHandshake();
+            continue;
+          }
+          if (answer.status !== 101) {
+            phase = "refused";
+            settle({ status: answer.status, socket });
+            return;
+          }
+          phase = "open";
+          settle({
+            ws: {
+              send: (payload) => {
+                socket.write(clientFrameHeader(payload.length));
+                socket.write(payload);
+              },
+              closed,
+              terminate: () => socket.destroy(),
+            },
+          });
+        } else if (phase === "open") {
+          // Server frames are not masked.
+          if (buffered.length < 2) return;
+          const short = buffered[1] & 0x7f;
+          const headerBytes = 2 + (short === 126 ? 2 : short === 127 ? 8 : 0);
+          if (buffered.length < headerBytes) return;
+          const length = short === 126 ? buffered.readUInt16BE(2) : short === 127 ? Number(buffered.readBigUInt64BE(2)) : short;
+          if (buffered.length < headerBytes + length) return;
+          const opcode = buffered[0] & 0x0f;
+          if (opcode === 8) {
+            closedWith(length >= 2 ? buffered.readUInt16BE(headerBytes) : 1005);
+            phase = "closed";
+            return;
+          }
+          if (opcode === 1) onMessage?.(buffered.subarray(headerBytes, headerBytes + length).toString());
+          buffered = buffered.subarray(headerBytes + length);
+        } else return;
+      }
+    });
+    socket.on("error", (error) => settle({ error: error.code ?? error.message }));
+    socket.on("close", () => {
+      settle({ error: "closed before an answer" });
+      closedWith(1006);
+    });
+  });
+}
+
+/** A socket that sends big messages: through the ws library, or by hand as --upgrade-via says. */
+async function openSender(path) {
+  if (upgradeVia !== "ws") return rawSocket(path, upgradeVia);
+  const opened = await openSocket(`${wsBase}${path}`);
+  if (!opened.ws) return opened;
+  const { ws } = opened;
+  const closed = new Promise((resolve) => {
+    // The close frame is the answer; the TCP connection may linger after it.
+    ws.once("close", (code) => resolve(code));
+    ws.on("open", () => undefined);
+    ws._receiver?.on("conclude", (code) => resolve(code));
+  });
+  return { ws: { send: (payload) => ws.send(textOf(payload)), closed, terminate: () => ws.terminate() } };
+}
+/** One string per payload, however many sockets send it. */
+let lastText = { payload: Buffer.alloc(0), text: "" };
+function textOf(payload) {
+  if (lastText.payload !== payload) lastText = { payload, text: payload.toString("latin1") };
+  return lastText.text;
+}
+
 async function holdSockets(count, room) {
   const held = [];
   const received = new Map();
@@ -134,11 +294,12 @@ async function holdSockets(count, room) {
   const refused = {};
   for (let i = 0; i < count; i += 100) {
     const batch = await Promise.all(
-      Array.from({ length: Math.min(100, count - i) }, () =>
-        openSocket(`${wsBase}/rooms/${room}/ws`, (text) => {
+      Array.from({ length: Math.min(100, count - i) }, () => {
+        const onMessage = (text) => {
           if (text.includes('"type":"message"')) received.set(text, (received.get(text) ?? 0) + 1);
-        }),
-      ),
+        };
+        return upgradeVia === "ws" ? openSocket(`${wsBase}/rooms/${room}/ws`, onMessage) : rawSocket(`/rooms/${room}/ws`, upgradeVia, onMessage);
+      }),
     );
     for (const r of batch) {
       if (r.ws) held.push(r.ws);
@@ -191,7 +352,8 @@ async function idleStorm(count) {
 }
 
 async function upgradeStorm(count, room) {
-  const outcomes = await Promise.all(Array.from({ length: count }, () => openSocket(`${wsBase}/rooms/${room}/ws`)));
+  const open = () => (upgradeVia === "ws" ? openSocket(`${wsBase}/rooms/${room}/ws`) : rawSocket(`/rooms/${room}/ws`, upgradeVia));
+  const outcomes = await Promise.all(Array.from({ length: count }, open));
   const result = { opened: 0, refused: {}, errors: {} };
   for (const o of outcomes) {
     if (o.ws) result.opened += 1;
@@ -204,6 +366,46 @@ async function upgradeStorm(count, room) {
       for (const o of outcomes) (o.ws ? o.ws.terminate() : o.socket?.destroy());
     },
   };
+}
+
+/**
+ * Connections that send a request (or one byte) and never close their side,
+ * ignoring the server's FIN: whatever the server gives back by closing them
+ * counts as `closedByServer`.
+ */
+function halfOpenStorm(count, send) {
+  const sockets = [];
+  const result = { connected: 0, finReceived: 0, closedByServer: 0, errors: 0 };
+  const request = `GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: close\r\n\r\n`;
+  for (let i = 0; i < count; i++) {
+    const s = connect({ port, host: "127.0.0.1", allowHalfOpen: true });
+    s.on("connect", () => {
+      result.connected += 1;
+      s.write(send === "byte" ? "G" : request);
+    });
+    s.on("data", () => undefined);
+    s.on("end", () => (result.finReceived += 1));
+    s.on("error", () => (result.errors += 1));
+    s.on("close", () => {
+      if (!s.destroyedByUs) result.closedByServer += 1;
+    });
+    sockets.push(s);
+  }
+  return {
+    result,
+    end: () => {
+      for (const s of sockets) {
+        s.destroyedByUs = true;
+        s.destroy();
+      }
+    },
+  };
+}
+
+/** The gate's last report line (counts since the one before, and its relayed and pending connections). */
+function lastGateReport(server) {
+  const lines = server.output().split("\n").filter((l) => l.startsWith('{"event":"gate"'));
+  return lines.length ? JSON.parse(lines[lines.length - 1]) : null;
 }
 
 /** Highest descriptor counts seen while `during` runs. */
@@ -241,7 +443,9 @@ try {
     fds: n ? +((after[k].fds - before[k].fds) / n).toFixed(2) : null,
     cpuMsPerHandshake: n ? +((after[k].cpuMs - before[k].cpuMs) / n).toFixed(3) : null,
   });
-  report.held = { sockets: n, refused: hold.refused, handshakesPerSecond: Math.round((n * 1000) / hold.ms), perSocket: { launcher: per("launcher"), workerd: per("workerd") } };
+  report.held = { sockets: n, upgradeVia, refused: hold.refused, handshakesPerSecond: Math.round((n * 1000) / hold.ms), perSocket: { launcher: per("launcher"), workerd: per("workerd") } };
+  // Publishing must still work with every socket the server allows held.
+  if (n > 0) report.held.served = await servedCheck(room, n, hold.received, "held");
 
   if (num("publishes") > 0) {
     const s0 = sample(server);
@@ -271,7 +475,33 @@ try {
     });
     const served = await servedCheck(room, n, hold.received, "after-upgrades");
     storm.end();
-    report.upgradeStorm = { upgrades: num("upgrades"), ...storm.result, peakFds, alive: server.alive(), served };
+    report.upgradeStorm = { upgrades: num("upgrades"), upgradeVia, ...storm.result, peakFds, alive: server.alive(), served };
+  }
+
+  if (num("half-open") > 0) {
+    const { value: storm, peakFds } = await peaks(server, async () => {
+      const s = halfOpenStorm(num("half-open"), values["half-open-send"]);
+      await sleep(holdMs);
+      return s;
+    });
+    const during = sample(server);
+    const late = await openSocket(`${wsBase}/rooms/${room}/ws`);
+    const served = await servedCheck(room, n, hold.received, "after-half-open");
+    report.halfOpen = {
+      connections: num("half-open"),
+      send: values["half-open-send"],
+      afterMs: holdMs,
+      ...storm.result,
+      peakFds,
+      fdsAfter: { launcher: during.launcher?.fds, workerd: during.workerd?.fds },
+      newSocket: late.ws ? "opened" : (late.status ?? late.error),
+      served,
+      gate: lastGateReport(server),
+      alive: server.alive(),
+    };
+    late.ws?.terminate();
+    late.socket?.destroy();
+    storm.end();
   }
 
   if (num("uploads") > 0) {
@@ -292,24 +522,12 @@ try {
   }
 
   if (num("big-frames") > 0) {
-    const frame = "x".repeat(num("frame-bytes"));
-    const senders = (await Promise.all(Array.from({ length: num("big-frames") }, () => openSocket(`${wsBase}/rooms/big/ws`)))).filter((r) => r.ws);
+    const frame = Buffer.alloc(num("frame-bytes"), 0x78);
+    const senders = (await Promise.all(Array.from({ length: num("big-frames") }, () => openSender("/rooms/big/ws")))).filter((r) => r.ws);
     const rssBefore = sample(server);
     let peak = { launcher: 0, workerd: 0 };
     const closes = {};
-    const done = Promise.all(
-      senders.map(
-        ({ ws }) =>
-          new Promise((resolve) => {
-            // The close frame is the answer; the TCP connection may linger after it.
-            ws.once("close", (code) => resolve(code));
-            ws.on("open", () => undefined);
-            const receiver = ws._receiver;
-            receiver?.on("conclude", (code) => resolve(code));
-            setTimeout(() => resolve("timeout"), 60_000);
-          }),
-      ),
-    );
+    const done = Promise.all(senders.map(({ ws }) => Promise.race([ws.closed, sleep(60_000).then(() => "timeout")])));
     for (const { ws } of senders) ws.send(frame);
     let settled = false;
     void done.then(() => (settled = true));
@@ -324,6 +542,7 @@ try {
     const mb = (kb) => +(kb / 1024).toFixed(1);
     report.bigFrames = {
       sockets: senders.length,
+      upgradeVia,
       frameBytes: num("frame-bytes"),
       closes,
       peakRssGrowthMb: { launcher: mb(peak.launcher - rssBefore.launcher.rssKb), workerd: mb(peak.workerd - rssBefore.workerd.rssKb) },
@@ -342,6 +561,27 @@ try {
   const late = await openSocket(`${wsBase}/rooms/${room}/ws`);
   report.afterStorms = { alive: server.alive(), newSocket: late.ws ? "opened" : (late.status ?? late.error) };
   late.ws?.terminate();
+  if (values.stop) {
+    // Stopped as a terminal and npm stop it: the same signal twice, a moment apart.
+    const signals = values.stop.split(",");
+    const codeOf = (ws) => ws.closed ?? new Promise((resolve) => (ws.readyState === WebSocket.CLOSED ? resolve("closed before") : ws.once("close", resolve)));
+    const codes = Promise.all(hold.held.map(codeOf));
+    const started = Date.now();
+    for (const [i, signal] of signals.entries()) {
+      if (i > 0) await sleep(num("stop-gap-ms"));
+      process.kill(server.launcherPid, signal);
+    }
+    const closes = {};
+    for (const code of await Promise.race([codes, sleep(20_000).then(() => ["timeout"])])) closes[code] = (closes[code] ?? 0) + 1;
+    await server.exited();
+    report.stop = {
+      signals,
+      gapMs: num("stop-gap-ms"),
+      closes,
+      exitedAfterMs: Date.now() - started,
+      log: server.output().split("\n").filter((l) => /closing every socket|closed \d+ sockets|graceful close failed|stop waiting/.test(l)),
+    };
+  }
   for (const ws of hold.held) ws.terminate();
   const errors = server.output().split("\n").filter((l) => /Fatal|Too many open files|"event":"error"/.test(l));
   report.serverErrors = errors.slice(0, 5);

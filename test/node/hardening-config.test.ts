@@ -152,3 +152,30 @@ describe("secrets stay off the disk and the network", () => {
     expect(existsSync(privateDir)).toBe(false);
   });
 });
+
+describe("the banner's demo link", () => {
+  const linkIn = (server: LocalServer) => /^ {2}Demo: +(\S+)/m.exec(server.output())?.[1];
+
+  it("links the demo page the app serves, and says how to add a token when TOKEN_SECRET is set", async () => {
+    const [open, tokened] = await Promise.all([serve(), serve({ env: { TOKEN_SECRET: "banner-secret-5d2a" } })]);
+    expect(linkIn(open)).toBe(`${open.url}/demo?room=lobby`);
+    const page = await fetch(`${open.url}/demo?room=lobby`);
+    expect(page.status).toBe(200);
+    expect(page.headers.get("content-type")).toMatch(/^text\/html/);
+    await page.arrayBuffer();
+    expect(tokened.output()).toContain(`Demo:       ${tokened.url}/demo?room=lobby&token=TOKEN  (TOKEN_SECRET is set: TOKEN from \`npm run -s token -- --room lobby\`)`);
+    expect(tokened.output()).not.toContain("banner-secret-5d2a");
+  });
+
+  it("honours --mount, and names no demo when the app does not serve one", async () => {
+    const [mounted, withoutDemo] = await Promise.all([
+      // The fan-out app mounted at /fanout (demo on), and a team's worker that mounts it at /realtime with demo: false.
+      serve({ build: true, args: ["--config", join(root, "test/hooks/wrangler.toml"), "--mount", "/fanout"] }),
+      serve({ build: true, args: ["--config", join(root, "examples/chat/wrangler.toml"), "--mount", "/realtime"] }),
+    ]);
+    expect(linkIn(mounted)).toBe(`${mounted.url}/fanout/demo?room=lobby`);
+    expect((await fetch(`${mounted.url}/fanout/demo?room=lobby`)).status).toBe(200);
+    expect(withoutDemo.output()).toContain(`listening on ${withoutDemo.url}/realtime`);
+    expect(linkIn(withoutDemo)).toBeUndefined();
+  }, 90_000);
+});

@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -12,7 +12,9 @@ import { managedServers } from "../helpers/servers";
 import { until } from "../helpers/wait";
 
 // Whatever stops the launcher stops workerd; a start that cannot have its port
-// says so; a shutting-down server refuses new sockets instead of dropping them.
+// says so; a shutting-down server refuses new sockets instead of dropping them,
+// and a signal that arrives twice (a terminal's Ctrl-C and npm's forward of it)
+// still closes every socket with 1012.
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 const serve = managedServers();
@@ -122,4 +124,52 @@ describe("shutting down", () => {
     expect(JSON.parse(answer.body)).toMatchObject({ error: "over_capacity" });
     await stopped;
   });
+});
+
+describe("stopped by the same signal twice", () => {
+  it("closes every socket with 1012 when SIGINT comes twice in quick succession", async () => {
+    const server = await serve();
+    const sockets = await Promise.all(Array.from({ length: 5 }, () => openSocket(`${server.wsUrl}/rooms/twice/ws`)));
+    // What a terminal's Ctrl-C and npm's forward of it deliver to the launcher.
+    process.kill(server.pid, "SIGINT");
+    await sleep(5);
+    process.kill(server.pid, "SIGINT");
+    const codes = await Promise.all(sockets.map((s) => s.closed));
+    expect(codes).toEqual(Array(5).fill(CloseCode.SERVICE_RESTART));
+    await server.stop();
+    expect(server.output()).not.toContain("graceful close failed");
+  });
+
+  it("closes every socket with 1012 when `npm start | tee` gets Ctrl-C as a process group", async () => {
+    const port = await freePort();
+    const dir = mkdtempSync(join(tmpdir(), "fanout-tee-"));
+    const log = join(dir, "log");
+    // A pipeline in a process group of its own, as a terminal runs it: the group's SIGINT reaches npm, the launcher and tee.
+    const pipeline = spawn("/bin/sh", ["-c", 'npm start -- --no-build --no-dev-vars | tee "$0"', log], {
+      cwd: root,
+      env: { ...process.env, PORT: String(port), DATA_DIR: join(dir, "data") },
+      stdio: "ignore",
+      detached: true,
+    });
+    const group = pipeline.pid as number;
+    try {
+      expect(await until(() => existsSync(log) && /workerd pid \d+/.test(readFileSync(log, "utf8")), 30_000)).toBe(true);
+      const workerd = Number(/workerd pid (\d+)/.exec(readFileSync(log, "utf8"))?.[1]);
+      const sockets = await Promise.all(Array.from({ length: 5 }, () => openSocket(`ws://127.0.0.1:${port}/rooms/tee/ws`)));
+      process.kill(-group, "SIGINT");
+      const codes = await Promise.all(sockets.map((s) => s.closed));
+      expect(codes).toEqual(Array(5).fill(CloseCode.SERVICE_RESTART));
+      expect(await until(() => !alive(workerd), 8000)).toBe(true);
+      // The launcher lets the port go as it exits, just after workerd.
+      let free = false;
+      for (let deadline = Date.now() + 5000; !free && Date.now() < deadline; await sleep(100)) free = await portFree(port);
+      expect(free).toBe(true);
+    } finally {
+      try {
+        process.kill(-group, "SIGKILL");
+      } catch {
+        // Already gone.
+      }
+    }
+  }, 60_000);
 });
