@@ -37,12 +37,15 @@ export function createFrameGuard(maxMessageBytes) {
       if (high >= 0x200000) return false;
       length = high * 2 ** 32 + header.readUInt32BE(6);
     }
+    // A control frame (close, ping, pong) may come between the fragments of a
+    // message; its payload is skipped like any other, or its (masked, random)
+    // bytes would be read as the next frame's header.
+    payloadLeft = length;
     if (opcode >= 8) return length <= 125;
     if (opcode !== 0) messageBytes = 0;
     messageBytes += length;
     if (messageBytes > maxMessageBytes) return false;
     if (fin) messageBytes = 0;
-    payloadLeft = length;
     return true;
   };
 

@@ -101,6 +101,30 @@ describe("oversized client messages", () => {
     expect(await client.closed).toBe(CloseCode.MESSAGE_TOO_BIG);
   });
 
+  it("behind the gate do not include control frames: a ping or a close with a payload that reads like a huge frame header passes", async () => {
+    // With an all-zero mask the payload travels as written: these bytes would announce a 2^62-byte frame
+    // if the gate read them as a header rather than skipping them.
+    const lookalike = Buffer.from([0x82, 0x7f, 0x3f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]);
+    const zeroMask = (mask: Buffer) => mask.fill(0);
+    const ws = new WebSocket(`${gated.wsUrl}/rooms/control-frames/ws`, { perMessageDeflate: false, generateMask: zeroMask });
+    const events: Record<string, unknown>[] = [];
+    ws.on("message", (data) => events.push(...([JSON.parse(data.toString())].flat() as Record<string, unknown>[])));
+    await new Promise((resolve, reject) => {
+      ws.once("open", resolve);
+      ws.once("error", reject);
+    });
+    const client: Client = { ws, events, closed: new Promise((settle) => ws.on("close", (code) => settle(code))) };
+    // A ping between the two fragments of a message, then the rest of the message.
+    const whole = JSON.stringify({ type: "publish", data: "p".repeat(1000), id: "around-ping" });
+    ws.send(whole.slice(0, 500), { fin: false });
+    ws.ping(lookalike);
+    ws.send(whole.slice(500), { fin: true });
+    expect(await waitFor(client, (e) => e.type === "published" && e.id === "around-ping")).toMatchObject({ seq: 1 });
+    // A close whose reason holds the same bytes: the client reads the room's answer to it, not a 1009 from the gate.
+    ws.close(4000, lookalike.toString("latin1"));
+    expect(await client.closed).toBe(4000);
+  });
+
   it("without the gate are refused by the room with 1009, after the runtime buffered them", async () => {
     const room = "big-direct";
     const bystander = await open(direct, room);

@@ -9,7 +9,7 @@ import WebSocket from "ws";
 import { CloseCode } from "../../protocol";
 import { alive, freePort, privateDirOf } from "../helpers/server";
 import { managedServers } from "../helpers/servers";
-import { until } from "../helpers/wait";
+import { sleep, until } from "../helpers/wait";
 
 // Whatever stops the launcher stops workerd; a start that cannot have its port
 // says so; a shutting-down server refuses new sockets instead of dropping them,
@@ -153,13 +153,13 @@ describe("stopped by the same signal twice", () => {
     });
     const group = pipeline.pid as number;
     try {
-      expect(await until(() => existsSync(log) && /workerd pid \d+/.test(readFileSync(log, "utf8")), 30_000)).toBe(true);
+      await until(() => existsSync(log) && /workerd pid \d+/.test(readFileSync(log, "utf8")), { timeoutMs: 30_000, what: "workerd to start" });
       const workerd = Number(/workerd pid (\d+)/.exec(readFileSync(log, "utf8"))?.[1]);
       const sockets = await Promise.all(Array.from({ length: 5 }, () => openSocket(`ws://127.0.0.1:${port}/rooms/tee/ws`)));
       process.kill(-group, "SIGINT");
       const codes = await Promise.all(sockets.map((s) => s.closed));
       expect(codes).toEqual(Array(5).fill(CloseCode.SERVICE_RESTART));
-      expect(await until(() => !alive(workerd), 8000)).toBe(true);
+      await until(() => !alive(workerd), { timeoutMs: 8000, what: "workerd to exit" });
       // The launcher lets the port go as it exits, just after workerd.
       let free = false;
       for (let deadline = Date.now() + 5000; !free && Date.now() < deadline; await sleep(100)) free = await portFree(port);
