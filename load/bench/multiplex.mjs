@@ -16,6 +16,8 @@
 //           connection per hub: a push per follower, as an object per connection would pay)
 //   idle    idle memory: 1,000 multiplexed connections opened, then all subscribing to 20 of 400 rooms at once
 //           (the subscribe storm), on 16 hubs and on 1,024, against single-room sockets, 50 per room
+//   worker-held  the fanout table's shape on the bare workerd baseline: its rooms' own sockets against connections
+//           the Worker holds itself, with an internal socket per room (load/baselines/bare-workerd/relay.ts)
 //   storm   the fanout table's shape, every connection cut at once after 5 s, reconnecting with full jitter
 //           and resuming each room with since/epoch
 // --scale F multiplies the rooms of fanout and storm (and the single-room sockets of idle): the brief's
@@ -91,6 +93,7 @@ const TABLES = {
       { name: "single-room sockets", extra: [...spawnOn(18811), "--sockets", String(Math.round(20_000 * scale)), "--rooms", String(Math.round((20_000 * scale) / FOLLOWERS))] },
       { name: "multiplexed, 16 hubs", extra: [...spawnOn(18812), "--sockets", "1000", "--rooms", "400", "--mux", String(PER_CONNECTION)] },
       { name: "multiplexed, 1,024 hubs", extra: [...spawnOn(18813), "--sockets", "1000", "--rooms", "400", "--mux", String(PER_CONNECTION), "--server-var", "MULTIPLEX_HUBS=1024"] },
+      { name: "Worker-held (bare workerd)", extra: ["--baseline-only", "--baseline-bare", "--bare-port", "18814", "--sockets", "1000", "--rooms", "400", "--mux", String(PER_CONNECTION)] },
     ],
     metrics: [
       ["connected", "connections", 0],
@@ -105,6 +108,17 @@ const TABLES = {
       ["serverRssPeakBytes", "server RSS peak (MB)", 0, 1 / 1048576],
     ],
     details: (run) => ({ storm: run.details?.subscribeStorm, errors: run.details?.closesByCode }),
+  },
+  // The runtime's floor (load/baselines/bare-workerd): its rooms' own sockets, and the same rooms followed through
+  // connections the Worker holds itself with an internal socket per room (relay.ts).
+  "worker-held": {
+    title: `the runtime's floor: ${rooms} rooms × ${FOLLOWERS} followers, 2 msg/s per room, 20 s, bare workerd rooms`,
+    common: ["fanout", "--rooms", String(rooms), "--sockets", String(FOLLOWERS), "--rate", "2", "--duration", "20", ...client, "--baseline-only", "--baseline-bare"],
+    variants: [
+      { name: "bare, single-room sockets", extra: ["--bare-port", "18831"] },
+      { name: "bare, Worker-held", extra: ["--bare-port", "18833", "--mux", String(PER_CONNECTION)] },
+    ],
+    metrics: [],
   },
   storm: {
     title: `storm: ${rooms} rooms × ${FOLLOWERS} followers, 2 msg/s per room, every connection cut at 5 s`,
@@ -210,6 +224,7 @@ function runTable(name) {
   return { name, title: spec.title, common: spec.common, columns: columns.map((c) => ({ name: c.name, extra: c.extra, rounds: c.rounds })) };
 }
 
+TABLES["worker-held"].metrics = TABLES.fanout.metrics;
 const names = table === "all" ? Object.keys(TABLES) : [table];
 for (const name of names) if (!TABLES[name]) throw new Error(`unknown table ${name}: one of ${Object.keys(TABLES).join(", ")}, all`);
 const results = names.map(runTable).filter(Boolean);

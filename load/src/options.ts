@@ -340,8 +340,9 @@ export function muxRoomsOf(index: number, perConnection: number, rooms: readonly
 function muxProblem(options: LoadOptions): void {
   if (options.mux > options.rooms) throw new Error(`--mux ${options.mux} is more rooms than the run has (--rooms ${options.rooms})`);
   if (options.scenario === "broadcast") throw new Error("--mux is for connect, fanout, slow and storm");
-  if (options.baseline || options.baselineOnly || options.baselineBare || options.baselineBareDurable) {
-    throw new Error("--mux runs against the service only: the baselines have no multiplexed connections");
+  // The bare workerd baseline holds a multiplexed connection in its Worker (load/baselines/bare-workerd/relay.ts); the Node one has none.
+  if (options.baseline || (options.baselineOnly && !options.baselineBare && !options.baselineBareDurable)) {
+    throw new Error("--mux runs against the service and the bare workerd baseline: the Node baseline has no multiplexed connections");
   }
   if (options.scenario !== "connect" && (options.sockets * options.rooms) % options.mux !== 0) {
     throw new Error(`--rooms ${options.rooms} × --sockets ${options.sockets} subscriptions do not divide into connections of --mux ${options.mux}`);

@@ -57,7 +57,7 @@ describe("--mux: which rooms each connection follows", () => {
     expect(totalSubscriptions(mux)).toBe(totalSubscriptions(single));
     expect(() => parseLoadOptions(["fanout", "--rooms", "7", "--sockets", "3", "--mux", "2"])).toThrow(/do not divide/);
     expect(() => parseLoadOptions(["fanout", "--rooms", "4", "--sockets", "3", "--mux", "5"])).toThrow(/more rooms/);
-    expect(() => parseLoadOptions(["fanout", "--rooms", "4", "--sockets", "2", "--mux", "2", "--baseline"])).toThrow(/baselines/);
+    expect(() => parseLoadOptions(["fanout", "--rooms", "4", "--sockets", "2", "--mux", "2", "--baseline"])).toThrow(/Node baseline/);
   });
 });
 
