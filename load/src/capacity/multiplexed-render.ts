@@ -24,14 +24,14 @@ export function multiplexedSection(e: MuxEstimate, costs: MuxCosts, sources: Rec
     ["busiest object's thread", (d) => `${(d.busiestObjectCpuShare * 100).toFixed(0)}% (${d.busiestObject.split(" (")[0]})`],
     ["idle connection hibernates", (d) => (d.idleHibernates ? "yes" : "no")],
     ["a lost object drops (connections)", (d) => fmt(d.lostObjectDrops)],
-    ["limits", (d) => (d.limits.every((l) => l.ok) ? "ok" : `OVER: ${d.limits.filter((l) => !l.ok).map((l) => l.name.split(" (")[0]).join("; ")}`)],
+    ["limits", (d) => (d.limits.every((l) => l.ok) ? "ok" : `OVER (${d.limits.filter((l) => !l.ok).length}, below)`)],
     ["USD/month", (d) => usd(d.monthlyUsd)],
     ["USD per million delivered", (d) => usdPerMillion(d.usdPerMillionDelivered)],
     ["USD per idle connection-month", (d) => usdPerMillion(d.idleConnectionMonthUsd)],
   ];
-  const width = 26;
-  out.push(head.map((h, i) => (i === 0 ? h.padEnd(36) : h.padStart(width))).join(""));
-  for (const [label, cell] of rows) out.push([label.padEnd(36), ...e.designs.map((d) => cell(d).padStart(width))].join(""));
+  const width = 24;
+  out.push(head.map((h, i) => (i === 0 ? h.padEnd(36) : h.padStart(width))).join("  "));
+  for (const [label, cell] of rows) out.push([label.padEnd(36), ...e.designs.map((d) => cell(d).padStart(width))].join("  "));
   for (const d of e.designs) {
     out.push("");
     out.push(`  ${d.design}: ${usd(d.monthlyUsd)}/month`);
