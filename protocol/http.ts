@@ -60,7 +60,12 @@ export interface RoomStats extends RoomCounterValues {
    * `behind` and the window figures above are totals over the root and every leaf.
    */
   rootConnections?: number;
-  /** A sharded room: each leaf object, asked when the stats were read. */
+  /**
+   * Subscriptions of multiplexed connections (`GET /ws`) to this room: part
+   * of `connections`, which counts each follower once however it is connected.
+   */
+  multiplexed?: number;
+  /** A sharded room: each leaf object, asked when the stats were read; a room with multiplexed subscribers: each hub that follows it too. */
   leaves?: RoomLeafStats[];
   /** A sharded room: requests its root received since its instance started, by kind. */
   rootRequests?: RootRequests;
@@ -86,6 +91,8 @@ export interface RootRequests {
 /** One leaf object of a sharded room, in `GET /rooms/{room}`. */
 export interface RoomLeafStats {
   index: number;
+  /** Present on a hub's line (a hub of multiplexed connections follows the room like a leaf): its number; `connections` are its subscriptions. */
+  hub?: number;
   connections: number;
   /** Members with a socket on this leaf (a member with tabs on two leaves counts on both; the room's `members` counts it once). */
   members: number;

@@ -26,6 +26,7 @@ metricsRoutes.get("/metrics", async (c) => {
   let liveRooms = 0;
   let connections = 0;
   let members = 0;
+  const multiplexed = { hubs: 0, connections: 0, subscriptions: 0 };
   let unreachable = 0;
   const totals = zeroTotals();
   for (const answer of answers) {
@@ -36,9 +37,14 @@ metricsRoutes.get("/metrics", async (c) => {
     liveRooms += answer.value.liveRooms;
     connections += answer.value.connections;
     members += answer.value.members;
+    // A shard from before hubs reported has no such figures.
+    const hubs = answer.value.multiplexed ?? { hubs: 0, connections: 0, subscriptions: 0 };
+    multiplexed.hubs += hubs.hubs;
+    multiplexed.connections += hubs.connections;
+    multiplexed.subscriptions += hubs.subscriptions;
     addTotals(totals, answer.value.totals);
   }
-  return c.text(renderMetrics({ liveRooms, connections, members, totals, shards, unreachable }), 200, {
+  return c.text(renderMetrics({ liveRooms, connections, members, multiplexed, totals, shards, unreachable }), 200, {
     "Content-Type": "text/plain; version=0.0.4; charset=utf-8",
     "Cache-Control": "no-store",
   });
@@ -48,6 +54,7 @@ interface Snapshot {
   liveRooms: number;
   connections: number;
   members: number;
+  multiplexed: { hubs: number; connections: number; subscriptions: number };
   totals: ServiceTotals;
   shards: number;
   unreachable: number;
@@ -60,7 +67,10 @@ export function renderMetrics(s: Snapshot): string {
   const t = s.totals;
   const metrics: Metric[] = [
     ["fanout_rooms_live", "gauge", "Rooms with at least one socket, as the registry knows them.", [["", s.liveRooms]]],
-    ["fanout_connections", "gauge", "Sockets in live rooms, as last reported.", [["", s.connections]]],
+    ["fanout_connections", "gauge", "Sockets in live rooms, as last reported (a multiplexed connection counts once per room it follows).", [["", s.connections]]],
+    ["fanout_multiplexed_connections", "gauge", "Multiplexed connections (GET /ws) held by hubs, as last reported.", [["", s.multiplexed.connections]]],
+    ["fanout_multiplexed_subscriptions", "gauge", "Room subscriptions of multiplexed connections, as last reported.", [["", s.multiplexed.subscriptions]]],
+    ["fanout_hubs_live", "gauge", "Hubs holding at least one multiplexed connection, as last reported.", [["", s.multiplexed.hubs]]],
     ["fanout_presence_members", "gauge", "Presence members in live rooms (identities, however many sockets each has), as last reported.", [["", s.members]]],
     ["fanout_messages_published_total", "counter", "Messages published into rooms.", [["", t.published]]],
     ["fanout_frames_sent_total", "counter", "Frames sent to sockets (a frame may carry several messages).", [["", t.framesSent]]],

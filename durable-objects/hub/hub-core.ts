@@ -14,6 +14,7 @@ import type { SocketState } from "../engine/socket-state";
 import { TokenBucket, type RatePolicy } from "../engine/token-bucket";
 import type { LeafBatch, LeafReport, LeafSnapshot, LeafStart } from "../leaf/rpc";
 import type { Room } from "../room/room";
+import { HubRegistration } from "./hub-registration";
 import { HubRoom } from "./hub-room";
 
 /** A multiplexed connection's attachment: the socket's, plus what its token grants and the rooms it follows. */
@@ -47,6 +48,7 @@ export class HubCore implements EngineHost, MultiplexFrames {
   /** Subscribes of each socket still waiting for their room's root. */
   readonly #pending = new WeakMap<SocketState, Set<string>>();
   readonly #subscribeRate: RatePolicy;
+  readonly #registration: HubRegistration;
 
   constructor(ctx: DurableObjectState, env: Record<string, unknown>) {
     this.#ctx = ctx;
@@ -58,6 +60,7 @@ export class HubCore implements EngineHost, MultiplexFrames {
     this.index = HUB_FOLLOWER_BASE + this.hub;
     this.#subscribeRate = { perSecond: limits.SUBSCRIBES_PER_SECOND, burst: Math.max(1, limits.SUBSCRIBE_BURST) };
     this.engine = new SocketEngine(ctx, limits, this.#counters, this);
+    this.#registration = new HubRegistration(env, ctx, this.#counters, this.hub);
     // Connections that were here when the hub woke follow their rooms again; where each room
     // stands is asked of its root before anything is served (beforeFrame, or the root's next push).
     this.engine.restore((attachment) => {
@@ -228,7 +231,9 @@ export class HubCore implements EngineHost, MultiplexFrames {
     return (await this.root(cursor.stream.room).publish(dataJson, { source: "multiplexed" })) as PublishOutcome;
   }
 
-  occupancyChanged(): void {}
+  occupancyChanged(): void {
+    this.#report();
+  }
 
   left(socket: SocketState): void {
     for (const cursor of socket.cursors.values()) this.#rooms.get(cursor.stream.room)?.changed();
@@ -236,6 +241,7 @@ export class HubCore implements EngineHost, MultiplexFrames {
 
   heartbeat(): void {
     for (const room of this.#rooms.values()) room.changed();
+    this.#report();
   }
 
   otherSockets(): number {
@@ -295,6 +301,17 @@ export class HubCore implements EngineHost, MultiplexFrames {
     if (room.subscribers > 0 || room.follower.known) return;
     this.#rooms.delete(room.room);
     this.engine.closeStream(room.follower.stream);
+  }
+
+  /** What the hub holds, to the coordinator (GET /metrics). */
+  #report(): void {
+    let subscriptions = 0;
+    let rooms = 0;
+    for (const room of this.#rooms.values()) {
+      subscriptions += room.subscribers;
+      if (room.subscribers > 0) rooms += 1;
+    }
+    this.#registration.report({ connections: this.engine.size, subscriptions, rooms });
   }
 
   #pendingOf(socket: SocketState): Set<string> {
