@@ -323,3 +323,27 @@ describe("onClose", () => {
     watcher.ws.close(1000);
   });
 });
+
+describe("a room with connection hooks and multiplexed connections", () => {
+  it("refuses to be followed by a hub: a subscribe to it gets forbidden and the connection stays", async () => {
+    const res = await worker.fetch(`${BASE}/ws`, { headers: { Upgrade: "websocket" } });
+    expect(res.status).toBe(101);
+    const ws = res.webSocket as WebSocket;
+    const events: Record<string, unknown>[] = [];
+    ws.addEventListener("message", (e) => {
+      const parsed: unknown = JSON.parse(e.data as string);
+      events.push(...((Array.isArray(parsed) ? parsed : [parsed]) as Record<string, unknown>[]));
+    });
+    ws.accept();
+    ws.send(JSON.stringify({ type: "subscribe", room: "hooked-mux", id: "s1" }));
+    await until(() => events.some((e) => e.type === "error"), { timeoutMs: 10_000, what: "the refusal" });
+    expect(events.find((e) => e.type === "error")).toMatchObject({ room: "hooked-mux", code: "forbidden", id: "s1", message: expect.stringContaining("/rooms/{room}/ws") });
+    // The connection is still open: a frame of it is still answered.
+    ws.send(JSON.stringify({ type: "unsubscribe", room: "hooked-mux" }));
+    await until(() => events.some((e) => e.code === "not_subscribed"), { timeoutMs: 10_000, what: "the answer to the unsubscribe" });
+    // The room's own sockets are served as always.
+    const own = await welcomed("hooked-mux");
+    own.ws.close();
+    ws.close();
+  });
+});
