@@ -13,10 +13,7 @@ export interface RoomSubscriptionOptions {
   epoch?: string;
 }
 
-/**
- * What a subscription asks of the client whose connection it shares.
- * @internal
- */
+/** What a subscription asks of the client whose connection it shares (FanoutClient gives it one). */
 export interface SubscriptionLink {
   /** Publishes into the subscription's room once it is subscribed. */
   publish(subscription: RoomSubscription, data: unknown): Promise<number>;
