@@ -60,16 +60,14 @@ export class AckPacer<K> {
     else this.#timer ??= setTimeout(() => this.#flush(), this.#delayMs);
   }
 
-  /** Sends what `key` owes now, before it stops being followed (an ack for a room not followed is refused). */
-  settle(key: K): void {
+  /**
+   * `key` is no longer followed: it owes nothing. With `settle`, what it owed is sent first
+   * (before an unsubscribe: an ack for a room no longer followed would be refused).
+   */
+  forget(key: K, settle = false): void {
     const ack = this.#owed.get(key);
     this.#owed.delete(key);
-    if (ack) this.#send(key, ack);
-  }
-
-  /** `key` is no longer followed: it owes nothing. */
-  forget(key: K): void {
-    this.#owed.delete(key);
+    if (settle && ack) this.#send(key, ack);
   }
 
   /** The connection ended: its window and what it owed acks for end with it. */

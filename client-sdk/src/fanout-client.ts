@@ -281,13 +281,13 @@ export class FanoutClient extends RoomEventTarget<FanoutClientEventMap> {
     if (this.#rooms.get(room) !== subscription) return;
     this.#rooms.delete(room);
     this.#asked.delete(subscription);
-    this.#outbox.drop(room, "the subscription has ended");
+    this.#outbox.close("the subscription has ended", room);
     if (!this.#sent.delete(subscription)) {
       this.#acks.forget(room);
       return;
     }
     // The server may follow the room: free what it has in the window, then leave it.
-    this.#acks.settle(room);
+    this.#acks.forget(room, true);
     this.#control.push(
       () => JSON.stringify({ type: "unsubscribe", room } satisfies UnsubscribeFrame),
       undefined,
@@ -302,7 +302,7 @@ export class FanoutClient extends RoomEventTarget<FanoutClientEventMap> {
     this.#asked.delete(subscription);
     this.#sent.delete(subscription);
     this.#acks.forget(room);
-    this.#outbox.drop(room, `the subscription has ended (${cause})`);
+    this.#outbox.close(`the subscription has ended (${cause})`, room);
     subscription._change("unsubscribed", cause, code, reason);
   }
 

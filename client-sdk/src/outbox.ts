@@ -146,16 +146,11 @@ export class Outbox {
     this.#pending.clear();
   }
 
-  /** The client stopped: nothing queued will be sent. */
-  close(message: string): void {
-    for (const queued of this.#queued.splice(0)) queued.reject(new PublishError("closed", message));
-  }
-
-  /** A room's subscription ended: its publishes not yet sent never will be. */
-  drop(room: string, message: string): void {
-    const mine = this.#queued.filter((queued) => queued.room === room);
-    this.#queued = this.#queued.filter((queued) => queued.room !== room);
-    for (const queued of mine) queued.reject(new PublishError("closed", message));
+  /** The client stopped, or (with `room`) that room's subscription ended: what is queued (for it) will not be sent. */
+  close(message: string, room?: string): void {
+    const ending = this.#queued.filter((queued) => room === undefined || queued.room === room);
+    this.#queued = this.#queued.filter((queued) => !ending.includes(queued));
+    for (const queued of ending) queued.reject(new PublishError("closed", message));
   }
 
   #enqueue(queued: Queued): void {
