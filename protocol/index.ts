@@ -17,3 +17,4 @@ export * from "./errors.js";
 export * from "./http.js";
 export * from "./rooms.js";
 export * from "./json.js";
+export * from "./webhooks.js";
