@@ -173,7 +173,7 @@ describe("webhooks of rooms", () => {
     await until(async () => (await fetch(`${server.url}/rooms/outage-b`)).status, (s) => s === 404, "outage-b's storage to go", 40_000);
   }, 150_000);
 
-  it("sends one room.occupied and one room.vacated for a sharded room, and each member's join and leave once across its objects", async () => {
+  it("sends one room.occupied and one room.vacated for a sharded room, decided over the root and its leaves, and each member's join and leave once across its objects", async () => {
     const room = "sharded-hooks";
     const sockets: TestSocket[] = [];
     for (let i = 0; i < 6; i++) sockets.push(await open(room, `s${i}`));
@@ -181,8 +181,14 @@ describe("webhooks of rooms", () => {
     sockets.push(await open(room, "s0"));
     const sharded = await stats(room);
     expect(sharded.leaves?.length).toBeGreaterThan(1);
+    // Two sockets without a member, on leaves: the room is occupied while they are there, whoever left.
+    const viewers = [await TestSocket.open(`${server.wsUrl}/rooms/${room}/ws`), await TestSocket.open(`${server.wsUrl}/rooms/${room}/ws`)];
     await receiver.waitFor((r) => r.summary(room).length >= 7, 10_000, "the joins");
     for (const socket of sockets) socket.close();
+    await receiver.waitFor((r) => r.summary(room).filter((t) => t.startsWith("member.left:")).length >= 6, 20_000, "the leaves");
+    await sleep(LEAVE_DELAY_MS * 4);
+    expect(receiver.summary(room)).not.toContain("room.vacated");
+    for (const viewer of viewers) viewer.close();
     await receiver.waitFor((r) => r.summary(room).includes("room.vacated"), 20_000, "the vacated room");
     await sleep(2000);
     const told = receiver.summary(room);
