@@ -99,11 +99,9 @@ export class WebhookMembership {
   /** When `settle` has work (null: none is due, or it waits for members to leave). */
   dueAt(now: number): number | null {
     let due: number | null = this.#unconfirmed.size > 0 ? this.#confirmBy : null;
-    if (this.#emptySince !== null) {
-      const vacate = this.#emptySince + this.#options.leaveDelayMs;
-      // Past the delay with members still in theirs: their leaves call settle.
-      if (vacate > now || this.#host.memberCount() === 0) due = due === null ? vacate : Math.min(due, vacate);
-    }
+    const vacate = this.#vacateAt();
+    // Past the delay with members still in theirs: their leaves call settle.
+    if (vacate !== null && (vacate > now || this.#host.memberCount() === 0)) due = due === null ? vacate : Math.min(due, vacate);
     return due === null ? null : Math.max(due, now);
   }
 
@@ -121,13 +119,22 @@ export class WebhookMembership {
       }
       this.#unconfirmed.clear();
     }
-    const since = this.#emptySince;
-    if (since === null || now < since + this.#options.leaveDelayMs) return;
-    if (this.#host.memberCount() > 0 || this.#unconfirmed.size > 0) return;
+    const vacate = this.#vacateAt();
+    if (vacate === null || now < vacate || this.#host.memberCount() > 0) return;
     this.#emptySince = null;
     this.#record.setOccupied(false);
     this.#recorder.record({ type: "room.vacated", ts: now, dataJson: vacatedData(this.#emptyAtStart) });
     this.#emptyAtStart = false;
+  }
+
+  /**
+   * When the room is vacated if no socket comes: the leave delay after its last socket went, and
+   * never before the members still unconfirmed are settled (their leaves go first).
+   */
+  #vacateAt(): number | null {
+    if (this.#emptySince === null) return null;
+    const vacate = this.#emptySince + this.#options.leaveDelayMs;
+    return this.#unconfirmed.size > 0 ? Math.max(vacate, this.#confirmBy) : vacate;
   }
 
   /** After the room gave its storage back (deleteAll): nothing is recorded any more. */

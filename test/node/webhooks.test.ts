@@ -267,3 +267,34 @@ describe("a room's outbox, bounded", () => {
     expect((await roomStats(server.url, room)).webhookDelivered).toBe(3);
   }, 150_000);
 });
+
+describe("webhook settings", () => {
+  it("sends unsigned requests without WEBHOOK_SECRET, and says so when it starts", async () => {
+    const receiver = await WebhookReceiver.start(SECRET);
+    const server = await startServer({ vars: { WEBHOOK_URL: receiver.url } });
+    try {
+      expect(server.output()).toMatch(/WEBHOOK_URL is set without WEBHOOK_SECRET/);
+      const socket = await TestSocket.open(`${server.wsUrl}/rooms/unsigned/ws`);
+      await until(async () => receiver.requests.length, (n) => n > 0, "a request");
+      expect(receiver.requests[0]).toMatchObject({ verified: false, events: [expect.objectContaining({ type: "room.occupied" })] });
+      socket.close();
+    } finally {
+      await server.stop("SIGKILL");
+      await receiver.stop();
+    }
+  });
+
+  it("records nothing when WEBHOOK_URL is not an http or https URL", async () => {
+    const server = await startServer({ vars: { WEBHOOK_URL: "ftp://127.0.0.1/hooks", WEBHOOK_SECRET: SECRET } });
+    try {
+      const socket = await TestSocket.open(`${server.wsUrl}/rooms/no-hooks/ws?member=ada`);
+      const stats = await roomStats(server.url, "no-hooks");
+      expect(stats.webhooks).toBeUndefined();
+      expect(stats.webhookEvents).toBe(0);
+      expect(server.output()).toMatch(/"var":"WEBHOOK_URL"/);
+      socket.close();
+    } finally {
+      await server.stop("SIGKILL");
+    }
+  });
+});
