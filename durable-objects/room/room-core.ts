@@ -133,7 +133,8 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     this.#webhooks = webhooks
       ? new Webhooks(ctx.storage, { settings: webhooks, secret: accessSettings(env).webhookSecret, limits, sharded: this.#leaves.size > 0 }, this.counters, {
           roomName: () => this.#room,
-          epoch: () => this.#history.issueEpoch(),
+          // Asked inside a flush, whose transaction stores the epoch with its first message.
+          epoch: () => this.#history.epoch,
           memberCount: () => this.#members.count,
           wantAlarm: () => this.#background(this.engine.sweeper.ensureAlarm()),
         })
