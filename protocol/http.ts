@@ -4,6 +4,7 @@
  * needs none of them.
  */
 import type { PresenceMember } from "./events.js";
+import type { RoomWebhookStats } from "./webhooks.js";
 
 /** Body of a `POST /rooms/{room}/publish` answer. */
 export interface PublishAnswer {
@@ -34,6 +35,17 @@ export interface RoomCounterValues {
   kicks: number;
   /** Presence events sent, counted per socket. */
   presenceEvents: number;
+  /** Webhook events recorded in the room's outbox (docs/webhooks.md). */
+  webhookEvents: number;
+  /** Webhook events the receiver acknowledged (answered 2xx). */
+  webhookDelivered: number;
+  /** Webhook requests sent, and those that failed (no answer in time, a network error, or not 2xx). */
+  webhookRequests: number;
+  webhookFailedRequests: number;
+  /** Webhook events that became dead letters (undelivered for WEBHOOK_RETRY_SECONDS, or past the outbox's bound). */
+  webhookDeadLetters: number;
+  /** SQLite rows written for webhooks (the outbox, the record of members, dead letters), as the storage counts them. */
+  webhookRowsWritten: number;
   /** Sockets refused or closed by the room, by reason (room_full, rate_limited, bad_frame, too_big, idle_timeout, token_expired). */
   refusals: Record<string, number>;
 }
@@ -71,6 +83,8 @@ export interface RoomStats extends RoomCounterValues {
   rootRequests?: RootRequests;
   /** A sharded room: pushes its root sent to leaves since its instance started. */
   leafPushes?: number;
+  /** The room's webhooks, when WEBHOOK_URL is set (docs/webhooks.md). */
+  webhooks?: RoomWebhookStats;
 }
 
 /** What the root of a sharded room was asked (`RoomStats.rootRequests`): the load on the one object every leaf depends on. */

@@ -81,6 +81,12 @@ export function renderMetrics(s: Snapshot): string {
     ["fanout_history_rows_written_total", "counter", "History rows written (one per live frame).", [["", t.historyRowsWritten]]],
     ["fanout_messages_lost_total", "counter", "Messages reported lost to sockets because they aged out of history first, counted per socket.", [["", t.lostMessages]]],
     ["fanout_presence_events_total", "counter", "Presence events (sync, join, leave, count) sent, counted per socket.", [["", t.presenceEvents]]],
+    ["fanout_webhook_events_total", "counter", "Webhook events recorded in rooms' outboxes.", [["", t.webhookEvents]]],
+    ["fanout_webhook_delivered_total", "counter", "Webhook events the receiver acknowledged.", [["", t.webhookDelivered]]],
+    ["fanout_webhook_requests_total", "counter", "Webhook requests sent.", [["", t.webhookRequests]]],
+    ["fanout_webhook_failed_requests_total", "counter", "Webhook requests that failed (timeout, network error, or not 2xx); each is retried.", [["", t.webhookFailedRequests]]],
+    ["fanout_webhook_dead_letters_total", "counter", "Webhook events that became dead letters (undelivered for WEBHOOK_RETRY_SECONDS, or past the outbox's bound).", [["", t.webhookDeadLetters]]],
+    ["fanout_webhook_rows_written_total", "counter", "SQLite rows written for webhooks (outbox, record of members, dead letters).", [["", t.webhookRowsWritten]]],
     ["fanout_kicks_total", "counter", "Sockets closed as slow consumers (4008): behind with no acknowledged progress.", [["", t.kicks]]],
     [
       "fanout_refusals_total",
