@@ -12,6 +12,7 @@ import type { PublishOutcome } from "../engine/publish-outcome";
 import { SocketEngine, type EngineHost } from "../engine/socket-engine";
 import type { SocketState } from "../engine/socket-state";
 import { TokenBucket, type RatePolicy } from "../engine/token-bucket";
+import { endNameless, type FollowerCore } from "../leaf/follower-object";
 import type { LeafBatch, LeafReport, LeafSnapshot, LeafStart } from "../leaf/rpc";
 import type { Room } from "../room/room";
 import { HubRegistration } from "./hub-registration";
@@ -34,7 +35,7 @@ class FollowRefused extends Error {}
  * follower of each room's root, as a leaf follows its room), and what a
  * connection's own frames do (subscribe, unsubscribe, a fresh token).
  */
-export class HubCore implements EngineHost, MultiplexFrames {
+export class HubCore implements EngineHost, MultiplexFrames, FollowerCore {
   readonly #ctx: DurableObjectState;
   readonly #env: Record<string, unknown>;
   readonly #limits: Limits;
@@ -73,10 +74,12 @@ export class HubCore implements EngineHost, MultiplexFrames {
     return this.hub < 0;
   }
 
-  /** Ends a nameless instance (see hub.ts): its alarm goes first. */
-  async end(): Promise<void> {
-    await this.#ctx.storage.deleteAlarm();
-    this.#ctx.abort("a hub instance without its name ends itself");
+  end(): Promise<void> {
+    return endNameless(this.#ctx, "hub");
+  }
+
+  get logFields(): Record<string, unknown> {
+    return { hub: this.hub };
   }
 
   // -------------------------------------------------------------------------

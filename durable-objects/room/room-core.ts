@@ -264,8 +264,8 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
 
   presencePage(limit: number, cursor: string | null): PresencePage {
     this.requests.reads += 1;
-    if (this.#leaves.sharded) return this.#members.page(limit, cursor, this.#connections());
-    return this.engine.presence(this.#stream).page(limit, cursor, this.engine.size);
+    // The room's members over its own sockets and every follower's (leaves, hubs).
+    return this.#members.page(limit, cursor, this.#connections());
   }
 
   async stats(): Promise<RoomStats> {

@@ -101,7 +101,7 @@ export class RoomMembers {
     return { members: [...this.#entries.entries()].map(([id, entry]) => this.#describe(id, entry)), count: this.#entries.size };
   }
 
-  /** Members in id order after `cursor`, at most `limit` (`GET /rooms/{room}/presence` of a sharded room). */
+  /** Members in id order after `cursor`, at most `limit` (`GET /rooms/{room}/presence`). */
   page(limit: number, cursor: string | null, connections: number): PresencePage {
     const ids = [...this.#entries.keys()].sort();
     const start = cursor === null ? 0 : ids.findIndex((id) => id > cursor);
