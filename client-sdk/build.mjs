@@ -5,7 +5,8 @@
 //   dist/types/*.d.ts      type declarations (with the protocol's in dist/types/protocol/)
 //   dist/sdk.generated.ts  the bundle and the demo page as string constants,
 //                          imported by the worker so it can serve them
-// and prints each bundle's minified and gzipped sizes.
+// and prints each bundle's minified and gzipped sizes, and what an application bundling only
+// RoomClient, or only FanoutClient, gets of the client (its bundler drops the rest).
 //
 // Usage: node client-sdk/build.mjs [--no-types]   (npm pack runs it as `prepack`)
 import { build } from "esbuild";
@@ -71,6 +72,8 @@ if (!process.argv.includes("--no-types")) {
     skipLibCheck: true,
     declaration: true,
     emitDeclarationOnly: true,
+    // The parts' own wiring (a subscription's methods its client calls) stays out of the public types.
+    stripInternal: true,
     rootDir: repo,
     outDir: join(dist, "types"),
   });
@@ -95,8 +98,19 @@ if (!process.argv.includes("--no-types")) {
   }
 }
 
-for (const [name, text] of [["sdk.js", sdk], ["react.js", react]]) {
+/** What an application that imports only `names` from the package bundles of it. */
+async function onlyWhat(names) {
+  const stdin = { contents: `export { ${names} } from "./src/index.ts";`, resolveDir: root, loader: "ts" };
+  return (await build({ ...common, stdin })).outputFiles[0].text;
+}
+const measured = [
+  ["client-sdk/dist/sdk.js", sdk],
+  ["client-sdk/dist/react.js", react],
+  ["RoomClient alone, tree-shaken", await onlyWhat("RoomClient")],
+  ["FanoutClient alone, tree-shaken", await onlyWhat("FanoutClient")],
+];
+for (const [name, text] of measured) {
   const bytes = Buffer.byteLength(text);
   const gzipped = gzipSync(text, { level: 9 }).length;
-  console.log(`client-sdk/dist/${name}: ${(bytes / 1024).toFixed(1)} KiB minified, ${(gzipped / 1024).toFixed(1)} KiB minified+gzipped (${gzipped} bytes)`);
+  console.log(`${name}: ${(bytes / 1024).toFixed(1)} KiB minified, ${(gzipped / 1024).toFixed(1)} KiB minified+gzipped (${gzipped} bytes)`);
 }

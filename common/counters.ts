@@ -23,6 +23,12 @@ export function zeroCounters(): RoomCounterValues {
     lostMessages: 0,
     kicks: 0,
     presenceEvents: 0,
+    webhookEvents: 0,
+    webhookDelivered: 0,
+    webhookRequests: 0,
+    webhookFailedRequests: 0,
+    webhookDeadLetters: 0,
+    webhookRowsWritten: 0,
     refusals: {},
   };
 }
@@ -39,6 +45,12 @@ export const NUMERIC_COUNTERS = [
   "lostMessages",
   "kicks",
   "presenceEvents",
+  "webhookEvents",
+  "webhookDelivered",
+  "webhookRequests",
+  "webhookFailedRequests",
+  "webhookDeadLetters",
+  "webhookRowsWritten",
 ] as const satisfies readonly (keyof RoomCounterValues)[];
 
 /** `into` += `delta` (or -= with sign -1), field by field, refusals by reason. */

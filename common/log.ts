@@ -12,7 +12,10 @@ export type LogEventName =
   | "broadcast"
   | "open_mode"
   /** A room's hook threw or answered something it may not (durable-objects/room/hook-runner.ts). */
-  | "hook_error";
+  | "hook_error"
+  /** A webhook request failed and will be retried, or events became dead letters (docs/webhooks.md). */
+  | "webhook_failed"
+  | "webhook_dead_letter";
 
 export function logEvent(event: LogEventName, fields: Record<string, unknown>): void {
   const line = JSON.stringify({ event, ...fields });

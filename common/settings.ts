@@ -10,6 +10,7 @@
  * needs of them is announced in the welcome event, so none of this ships in
  * the browser SDK.
  */
+import { DEFAULT_WEBHOOK_EVENTS, WEBHOOK_EVENT_TYPES, type WebhookEventType } from "../protocol/webhooks.js";
 import { logEvent } from "./log";
 
 export const DEFAULTS = {
@@ -74,6 +75,14 @@ export const DEFAULTS = {
   MULTIPLEX_HUBS: 16,
   /** Multiplexed connections one of those objects takes; past it a connection goes to another, or gets 503. */
   MAX_CONNECTIONS_PER_HUB: 2000,
+  /** Webhook events per request, and per row of a room's outbox (docs/webhooks.md). */
+  WEBHOOK_BATCH_MAX_EVENTS: 100,
+  /** Undelivered rows a room's webhook outbox keeps; past it the oldest become dead letters. */
+  WEBHOOK_OUTBOX_MAX_ROWS: 1000,
+  /** A webhook event still undelivered this long after it was recorded becomes a dead letter. */
+  WEBHOOK_RETRY_SECONDS: 86_400,
+  /** Longest wait between two attempts of a failing webhook request (the backoff's ceiling). */
+  WEBHOOK_BACKOFF_MAX_MS: 300_000,
 } as const;
 
 export type LimitName = keyof typeof DEFAULTS;
@@ -141,6 +150,10 @@ const BOUNDS: Partial<Record<LimitName, readonly [min: number, max: number]>> = 
   SUBSCRIBE_BURST: [1, 10_000],
   MULTIPLEX_HUBS: [1, MAX_HUBS],
   MAX_CONNECTIONS_PER_HUB: [1, MAX_SHARD_SOCKETS],
+  WEBHOOK_BATCH_MAX_EVENTS: [1, 1000],
+  WEBHOOK_OUTBOX_MAX_ROWS: [1, 100_000],
+  WEBHOOK_RETRY_SECONDS: [60, 7 * 86_400],
+  WEBHOOK_BACKOFF_MAX_MS: [1000, 3_600_000],
 };
 
 /** Access control. An absent or empty secret switches its check off (open mode). */
@@ -151,11 +164,30 @@ export interface AccessSettings {
   tokenSecret: string | null;
   /** Browser origins allowed to open sockets; null = any origin. */
   allowedOrigins: ReadonlySet<string> | null;
+  /** HMAC-SHA256 key that signs webhook requests; null = they go unsigned (and the service says so). */
+  webhookSecret: string | null;
 }
+
+/** Where and what rooms send as webhooks (docs/webhooks.md); the signing key is in AccessSettings. */
+export interface WebhookSettings {
+  /** WEBHOOK_URL: the one address webhooks are sent to (http or https). */
+  url: string;
+  /** WEBHOOK_EVENTS: the event types rooms record (DEFAULT_WEBHOOK_EVENTS when unset). */
+  events: ReadonlySet<WebhookEventType>;
+  /** WEBHOOK_MESSAGE_PREFIX: `message.published` only for rooms whose name starts with it; null = every room. */
+  messagePrefix: string | null;
+}
+
+/** Text vars the service reads besides the limits and the secrets (docs/protocol.md, docs/webhooks.md). */
+export const TEXT_VARS = ["ALLOWED_ORIGINS", "WEBHOOK_URL", "WEBHOOK_EVENTS", "WEBHOOK_MESSAGE_PREFIX"] as const;
+/** Secrets: `wrangler secret put`, never vars. */
+export const SECRET_VARS = ["PUBLISH_KEY", "TOKEN_SECRET", "WEBHOOK_SECRET"] as const;
 
 export interface Settings {
   limits: Limits;
   access: AccessSettings;
+  /** Null when WEBHOOK_URL is not set (or not a usable URL): rooms record nothing. */
+  webhooks: WebhookSettings | null;
 }
 
 const cache = new WeakMap<object, Settings>();
@@ -164,7 +196,7 @@ const cache = new WeakMap<object, Settings>();
 export function settingsOf(env: Record<string, unknown>): Settings {
   let settings = cache.get(env);
   if (!settings) {
-    settings = { limits: parseLimits(env), access: parseAccess(env) };
+    settings = { limits: parseLimits(env), access: parseAccess(env), webhooks: parseWebhooks(env) };
     cache.set(env, settings);
   }
   return settings;
@@ -176,6 +208,10 @@ export function readLimits(env: Record<string, unknown>): Limits {
 
 export function accessSettings(env: Record<string, unknown>): AccessSettings {
   return settingsOf(env).access;
+}
+
+export function webhookSettings(env: Record<string, unknown>): WebhookSettings | null {
+  return settingsOf(env).webhooks;
 }
 
 /** Origins compare as `scheme://host[:port]`, lower-case, without a trailing slash. */
@@ -219,5 +255,31 @@ function parseAccess(env: Record<string, unknown>): AccessSettings {
     publishKey: text(env, "PUBLISH_KEY"),
     tokenSecret: text(env, "TOKEN_SECRET"),
     allowedOrigins: origins.length > 0 ? new Set(origins) : null,
+    webhookSecret: text(env, "WEBHOOK_SECRET"),
   };
+}
+
+function parseWebhooks(env: Record<string, unknown>): WebhookSettings | null {
+  const raw = text(env, "WEBHOOK_URL");
+  if (raw === null) return null;
+  let url: URL;
+  try {
+    url = new URL(raw.trim());
+  } catch {
+    url = new URL("invalid:");
+  }
+  if (url.protocol !== "https:" && url.protocol !== "http:") {
+    // The value may hold credentials: it is never logged.
+    logEvent("bad_config", { var: "WEBHOOK_URL", problem: "not an http or https URL; webhooks are off" });
+    return null;
+  }
+  const known = new Set<string>(WEBHOOK_EVENT_TYPES);
+  const listed = text(env, "WEBHOOK_EVENTS");
+  const events = new Set<WebhookEventType>();
+  for (const name of listed === null ? DEFAULT_WEBHOOK_EVENTS : listed.split(",").map((n) => n.trim()).filter((n) => n !== "")) {
+    if (known.has(name)) events.add(name as WebhookEventType);
+    else logEvent("bad_config", { var: "WEBHOOK_EVENTS", value: name, problem: "not an event type; ignored", known: [...known] });
+  }
+  const prefix = env.WEBHOOK_MESSAGE_PREFIX;
+  return { url: url.href, events, messagePrefix: typeof prefix === "string" && prefix !== "" ? prefix : null };
 }

@@ -6,11 +6,13 @@
 //      stray `export TOKEN_SECRET=` cannot switch a check off)
 //   3. .dev.vars (known keys only; others are reported and ignored)
 //   4. wrangler.toml [vars]
-// Known keys are those of wrangler.toml [vars] plus the access settings.
+// Known keys are those of wrangler.toml [vars] plus the access and webhook settings.
 
 /** Access settings (docs/security.md); the first two are secrets. */
 export const ACCESS_KEYS = ["PUBLISH_KEY", "TOKEN_SECRET", "ALLOWED_ORIGINS"];
-export const SECRET_KEYS = ["PUBLISH_KEY", "TOKEN_SECRET"];
+/** Webhook settings that are text, not limits (docs/webhooks.md); WEBHOOK_SECRET is a secret. */
+export const WEBHOOK_KEYS = ["WEBHOOK_URL", "WEBHOOK_EVENTS", "WEBHOOK_MESSAGE_PREFIX", "WEBHOOK_SECRET"];
+export const SECRET_KEYS = ["PUBLISH_KEY", "TOKEN_SECRET", "WEBHOOK_SECRET"];
 
 /**
  * @param {{
@@ -23,7 +25,7 @@ export const SECRET_KEYS = ["PUBLISH_KEY", "TOKEN_SECRET"];
  *   origin: where each bound key came from; ignored: .dev.vars keys that are not known
  */
 export function resolveVars({ tomlVars, devVars, env, overrides }) {
-  const known = new Set([...Object.keys(tomlVars), ...ACCESS_KEYS]);
+  const known = new Set([...Object.keys(tomlVars), ...ACCESS_KEYS, ...WEBHOOK_KEYS]);
   /** @type {Record<string, unknown>} */
   const vars = { ...tomlVars };
   /** @type {Record<string, string>} */

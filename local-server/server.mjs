@@ -35,7 +35,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { adminClient } from "./admin.mjs";
 import { buildWorker, bundlePath, root } from "../tools/build-worker.mjs";
-import { readDevVars } from "./dev-vars.mjs";
+import { readDevVars } from "../tools/dev-vars.mjs";
 import { startGate } from "./gate.mjs";
 import { DIRECT_MIN_LIMIT, countDescriptors, descriptorLimits, planDescriptors } from "./limits.mjs";
 import { assertPortFree, listenPublic, PortError } from "./listen.mjs";

@@ -9,6 +9,10 @@
 //   lose any admin header a client sent.
 // - "admin", a Unix socket in the launcher's private directory: requests on it
 //   carry the admin header (worker/local-routes.ts), set by workerd itself.
+//
+// Outbound: the worker's fetch() reaches public addresses only (workerd's
+// default), and loopback as well when WEBHOOK_URL names a loopback address,
+// so that webhooks can go to a receiver on this machine (docs/webhooks.md).
 
 import { createRequire } from "node:module";
 
@@ -23,6 +27,7 @@ const LOCAL_ADMIN_HEADER = "x-local-admin-token";
  * }} options httpAddress: null when the socket is passed as a descriptor
  */
 export function workerdConfig(options) {
+  const loopback = webhookIsLoopback(options.vars.WEBHOOK_URL);
   const text = (value) => (typeof value === "string" ? value : JSON.stringify(value));
   return {
     services: [
@@ -45,6 +50,10 @@ export function workerdConfig(options) {
         },
       },
       { name: "storage", disk: { path: options.dataDir, writable: true } },
+      {
+        name: "internet",
+        network: { allow: ["public", ...(loopback ? ["127.0.0.0/8", "::1/128"] : [])], tlsOptions: { trustBrowserCas: true } },
+      },
     ],
     sockets: [
       {
@@ -62,6 +71,21 @@ export function workerdConfig(options) {
       },
     ],
   };
+}
+
+/**
+ * Whether a WEBHOOK_URL names this machine (127.0.0.0/8, ::1 or localhost).
+ * @param {unknown} value
+ */
+export function webhookIsLoopback(value) {
+  if (typeof value !== "string") return false;
+  let host;
+  try {
+    host = new URL(value.trim()).hostname;
+  } catch {
+    return false;
+  }
+  return host === "localhost" || host === "[::1]" || /^127(\.\d{1,3}){3}$/.test(host);
 }
 
 /** Encodes a config with miniflare's serializer, which follows workerd's own schema. */

@@ -48,6 +48,18 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
+/** The JSON object a client frame's text holds, or why it holds none (a frame of either kind of socket). */
+export function frameObject(text: string): ParseResult<Record<string, unknown>> {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return { ok: false, error: "frame is not JSON" };
+  }
+  if (!isObject(value)) return { ok: false, error: "frame must be a JSON object" };
+  return { ok: true, value };
+}
+
 function isSeq(v: unknown): v is number {
   return typeof v === "number" && Number.isSafeInteger(v) && v >= 0;
 }
@@ -62,13 +74,9 @@ function isFrameId(v: unknown): boolean {
 
 /** Parses one client frame (anything but the heartbeat text). */
 export function parseClientFrame(text: string): ParseResult<ClientFrame> {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    return { ok: false, error: "frame is not JSON" };
-  }
-  if (!isObject(value)) return { ok: false, error: "frame must be a JSON object" };
+  const object = frameObject(text);
+  if (!object.ok) return object;
+  const value = object.value;
   switch (value.type) {
     case "ack":
       if (!isSeq(value.seq)) return { ok: false, error: "ack.seq must be a non-negative integer" };

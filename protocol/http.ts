@@ -4,6 +4,7 @@
  * needs none of them.
  */
 import type { PresenceMember } from "./events.js";
+import type { RoomWebhookStats } from "./webhooks.js";
 
 /** Body of a `POST /rooms/{room}/publish` answer. */
 export interface PublishAnswer {
@@ -34,6 +35,17 @@ export interface RoomCounterValues {
   kicks: number;
   /** Presence events sent, counted per socket. */
   presenceEvents: number;
+  /** Webhook events recorded in the room's outbox (docs/webhooks.md). */
+  webhookEvents: number;
+  /** Webhook events the receiver acknowledged (answered 2xx). */
+  webhookDelivered: number;
+  /** Webhook requests sent, and those that failed (no answer in time, a network error, or not 2xx). */
+  webhookRequests: number;
+  webhookFailedRequests: number;
+  /** Webhook events that became dead letters (undelivered for WEBHOOK_RETRY_SECONDS, or past the outbox's bound). */
+  webhookDeadLetters: number;
+  /** SQLite rows written for webhooks (the outbox, the record of members, dead letters), as the storage counts them. */
+  webhookRowsWritten: number;
   /** Sockets refused or closed by the room, by reason (room_full, rate_limited, bad_frame, too_big, idle_timeout, token_expired). */
   refusals: Record<string, number>;
 }
@@ -60,12 +72,19 @@ export interface RoomStats extends RoomCounterValues {
    * `behind` and the window figures above are totals over the root and every leaf.
    */
   rootConnections?: number;
-  /** A sharded room: each leaf object, asked when the stats were read. */
+  /**
+   * Subscriptions of multiplexed connections (`GET /ws`) to this room: part
+   * of `connections`, which counts each follower once however it is connected.
+   */
+  multiplexed?: number;
+  /** A sharded room: each leaf object, asked when the stats were read; a room with multiplexed subscribers: each hub that follows it too. */
   leaves?: RoomLeafStats[];
   /** A sharded room: requests its root received since its instance started, by kind. */
   rootRequests?: RootRequests;
   /** A sharded room: pushes its root sent to leaves since its instance started. */
   leafPushes?: number;
+  /** The room's webhooks, when WEBHOOK_URL is set (docs/webhooks.md). */
+  webhooks?: RoomWebhookStats;
 }
 
 /** What the root of a sharded room was asked (`RoomStats.rootRequests`): the load on the one object every leaf depends on. */
@@ -86,6 +105,8 @@ export interface RootRequests {
 /** One leaf object of a sharded room, in `GET /rooms/{room}`. */
 export interface RoomLeafStats {
   index: number;
+  /** Present on a hub's line (a hub of multiplexed connections follows the room like a leaf): its number; `connections` are its subscriptions. */
+  hub?: number;
   connections: number;
   /** Members with a socket on this leaf (a member with tabs on two leaves counts on both; the room's `members` counts it once). */
   members: number;

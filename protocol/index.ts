@@ -18,3 +18,4 @@ export * from "./http.js";
 export * from "./rooms.js";
 export * from "./multiplex.js";
 export * from "./json.js";
+export * from "./webhooks.js";

@@ -8,7 +8,7 @@
  */
 import type { ErrorCode } from "./errors.js";
 import type { CustomType, LostEvent, PresenceEvent, PublishedEvent, ServerError, ServerMessage } from "./events.js";
-import { MAX_FRAME_ID_LENGTH, MAX_TAG, type ParseResult } from "./frames.js";
+import { frameObject, MAX_FRAME_ID_LENGTH, MAX_TAG, type ParseResult } from "./frames.js";
 import { isValidRoomName } from "./rooms.js";
 
 // ---------------------------------------------------------------------------
@@ -129,10 +129,6 @@ export type MultiplexClientFrame = SubscribeFrame | UnsubscribeFrame | RoomAckFr
 /** Longest token an `auth` frame may carry. */
 export const MAX_AUTH_TOKEN_LENGTH = 8192;
 
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
 function isSeq(v: unknown): v is number {
   return typeof v === "number" && Number.isSafeInteger(v) && v >= 0;
 }
@@ -151,13 +147,9 @@ function idProblem(value: Record<string, unknown>): string | null {
 
 /** Parses one frame of a multiplexed connection (anything but the heartbeat text). */
 export function parseMultiplexFrame(text: string): ParseResult<MultiplexClientFrame> {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    return { ok: false, error: "frame is not JSON" };
-  }
-  if (!isObject(value)) return { ok: false, error: "frame must be a JSON object" };
+  const object = frameObject(text);
+  if (!object.ok) return object;
+  const value = object.value;
   if (value.type === "auth") {
     if (typeof value.token !== "string" || value.token === "" || value.token.length > MAX_AUTH_TOKEN_LENGTH) {
       return { ok: false, error: "auth.token must be a token" };

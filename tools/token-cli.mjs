@@ -6,7 +6,7 @@
 // or none).
 import { build } from "esbuild";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { readDevVars } from "../local-server/dev-vars.mjs";
+import { readDevVars } from "./dev-vars.mjs";
 
 const root = fileURLToPath(new URL("../", import.meta.url));
 const outfile = `${root}dist/token-cli.mjs`;

@@ -1,11 +1,26 @@
-import { DEFAULT_TOKEN_TTL_SECONDS, mintToken, type TokenRequest } from "../common/tokens";
+import { DEFAULT_TOKEN_TTL_SECONDS, mintToken, type RoomGrant, type TokenRequest } from "../common/tokens";
+
+/** `room:NAME` or `prefix:P`, optionally ending in `+pub`. */
+function parseGrant(spec: string): RoomGrant | null {
+  const pub = spec.endsWith("+pub");
+  const body = pub ? spec.slice(0, -"+pub".length) : spec;
+  const colon = body.indexOf(":");
+  if (colon < 0) return null;
+  const kind = body.slice(0, colon);
+  const name = body.slice(colon + 1);
+  if (name === "" || (kind !== "room" && kind !== "prefix")) return null;
+  return { [kind]: name, ...(pub ? { pub: true } : {}) };
+}
 
 export const TOKEN_CLI_USAGE = `Mints a subscribe token signed with TOKEN_SECRET (from the environment, else .dev.vars).
 
-Usage: npm run -s token -- --room NAME [--prefix P] [--ttl SECONDS] [--sub ID] [--info JSON] [--publish]
+Usage: npm run -s token -- --room NAME [--prefix P] [--grant SPEC]... [--ttl SECONDS] [--sub ID] [--info JSON] [--publish]
 
   --room NAME     exact room the token opens
   --prefix P      every room whose name starts with P (with or instead of --room)
+  --grant SPEC    one more grant, for a multiplexed connection (GET /ws) that follows several rooms:
+                  room:NAME or prefix:P, with +pub at the end to let the holder publish there
+                  (repeatable; with or instead of --room and --prefix)
   --ttl SECONDS   lifetime, default ${DEFAULT_TOKEN_TTL_SECONDS}
   --sub ID        subject: the holder's member id in presence, logged with refusals
   --info JSON     member data shown in presence, a JSON object of at most 1 KiB
@@ -63,6 +78,13 @@ export function parseTokenArgs(argv: readonly string[]): { ok: true; request: To
         i += 1;
         break;
       }
+      case "--grant": {
+        const grant = needValue() === null ? null : parseGrant(value as string);
+        if (grant === null) return { ok: false, error: "--grant needs room:NAME or prefix:P (optionally ending in +pub)" };
+        (request.grants ??= []).push(grant);
+        i += 1;
+        break;
+      }
       case "--publish":
         request.pub = true;
         break;
@@ -70,7 +92,7 @@ export function parseTokenArgs(argv: readonly string[]): { ok: true; request: To
         return { ok: false, error: `unknown argument ${JSON.stringify(flag)}` };
     }
   }
-  if (request.room === undefined && request.prefix === undefined) return { ok: false, error: "give --room or --prefix" };
+  if (request.room === undefined && request.prefix === undefined && request.grants === undefined) return { ok: false, error: "give --room, --prefix or --grant" };
   return { ok: true, request };
 }
 

@@ -66,4 +66,9 @@ export {
   type CustomType,
   type ErrorBody,
   type ErrorCode,
+  WEBHOOK_EVENT_TYPES,
+  WEBHOOK_SIGNATURE_HEADER,
+  type WebhookBody,
+  type WebhookEvent,
+  type WebhookEventType,
 } from "../protocol";

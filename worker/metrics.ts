@@ -26,6 +26,7 @@ metricsRoutes.get("/metrics", async (c) => {
   let liveRooms = 0;
   let connections = 0;
   let members = 0;
+  const multiplexed = { hubs: 0, connections: 0, subscriptions: 0 };
   let unreachable = 0;
   const totals = zeroTotals();
   for (const answer of answers) {
@@ -36,9 +37,14 @@ metricsRoutes.get("/metrics", async (c) => {
     liveRooms += answer.value.liveRooms;
     connections += answer.value.connections;
     members += answer.value.members;
+    // A shard from before hubs reported has no such figures.
+    const hubs = answer.value.multiplexed ?? { hubs: 0, connections: 0, subscriptions: 0 };
+    multiplexed.hubs += hubs.hubs;
+    multiplexed.connections += hubs.connections;
+    multiplexed.subscriptions += hubs.subscriptions;
     addTotals(totals, answer.value.totals);
   }
-  return c.text(renderMetrics({ liveRooms, connections, members, totals, shards, unreachable }), 200, {
+  return c.text(renderMetrics({ liveRooms, connections, members, multiplexed, totals, shards, unreachable }), 200, {
     "Content-Type": "text/plain; version=0.0.4; charset=utf-8",
     "Cache-Control": "no-store",
   });
@@ -48,6 +54,7 @@ interface Snapshot {
   liveRooms: number;
   connections: number;
   members: number;
+  multiplexed: { hubs: number; connections: number; subscriptions: number };
   totals: ServiceTotals;
   shards: number;
   unreachable: number;
@@ -60,7 +67,10 @@ export function renderMetrics(s: Snapshot): string {
   const t = s.totals;
   const metrics: Metric[] = [
     ["fanout_rooms_live", "gauge", "Rooms with at least one socket, as the registry knows them.", [["", s.liveRooms]]],
-    ["fanout_connections", "gauge", "Sockets in live rooms, as last reported.", [["", s.connections]]],
+    ["fanout_connections", "gauge", "Sockets in live rooms, as last reported (a multiplexed connection counts once per room it follows).", [["", s.connections]]],
+    ["fanout_multiplexed_connections", "gauge", "Multiplexed connections (GET /ws) held by hubs, as last reported.", [["", s.multiplexed.connections]]],
+    ["fanout_multiplexed_subscriptions", "gauge", "Room subscriptions of multiplexed connections, as last reported.", [["", s.multiplexed.subscriptions]]],
+    ["fanout_hubs_live", "gauge", "Hubs holding at least one multiplexed connection, as last reported.", [["", s.multiplexed.hubs]]],
     ["fanout_presence_members", "gauge", "Presence members in live rooms (identities, however many sockets each has), as last reported.", [["", s.members]]],
     ["fanout_messages_published_total", "counter", "Messages published into rooms.", [["", t.published]]],
     ["fanout_frames_sent_total", "counter", "Frames sent to sockets (a frame may carry several messages).", [["", t.framesSent]]],
@@ -71,6 +81,12 @@ export function renderMetrics(s: Snapshot): string {
     ["fanout_history_rows_written_total", "counter", "History rows written (one per live frame).", [["", t.historyRowsWritten]]],
     ["fanout_messages_lost_total", "counter", "Messages reported lost to sockets because they aged out of history first, counted per socket.", [["", t.lostMessages]]],
     ["fanout_presence_events_total", "counter", "Presence events (sync, join, leave, count) sent, counted per socket.", [["", t.presenceEvents]]],
+    ["fanout_webhook_events_total", "counter", "Webhook events recorded in rooms' outboxes.", [["", t.webhookEvents]]],
+    ["fanout_webhook_delivered_total", "counter", "Webhook events the receiver acknowledged.", [["", t.webhookDelivered]]],
+    ["fanout_webhook_requests_total", "counter", "Webhook requests sent.", [["", t.webhookRequests]]],
+    ["fanout_webhook_failed_requests_total", "counter", "Webhook requests that failed (timeout, network error, or not 2xx); each is retried.", [["", t.webhookFailedRequests]]],
+    ["fanout_webhook_dead_letters_total", "counter", "Webhook events that became dead letters (undelivered for WEBHOOK_RETRY_SECONDS, or past the outbox's bound).", [["", t.webhookDeadLetters]]],
+    ["fanout_webhook_rows_written_total", "counter", "SQLite rows written for webhooks (outbox, record of members, dead letters).", [["", t.webhookRowsWritten]]],
     ["fanout_kicks_total", "counter", "Sockets closed as slow consumers (4008): behind with no acknowledged progress.", [["", t.kicks]]],
     [
       "fanout_refusals_total",

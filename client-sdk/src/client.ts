@@ -1,3 +1,4 @@
+import { DEFAULT_ACK_DELAY_MS, type Ackable } from "./acks.js";
 import { DEFAULT_BACKOFF, type BackoffOptions } from "./backoff.js";
 import { Connection } from "./connection.js";
 import {
@@ -23,7 +24,7 @@ import {
   type ServerEvent,
 } from "../../protocol/index.js";
 import { PresenceView, type RoomPresence } from "./presence.js";
-import { OrderedStream, type Ackable } from "./stream.js";
+import { OrderedStream } from "./stream.js";
 import type { WebSocketConstructor } from "./transport.js";
 import { RoomEventTarget } from "./typed-target.js";
 import { roomSocketUrl, type RoomAddress } from "./url.js";
@@ -58,8 +59,7 @@ export interface RoomClientOptions extends RoomAddress {
   ackDelayMs?: number;
 }
 
-/** Default `ackDelayMs`: about one ack per second of traffic at most. */
-export const DEFAULT_ACK_DELAY_MS = 1000;
+export { DEFAULT_ACK_DELAY_MS } from "./acks.js";
 
 /**
  * A subscription to one room that survives disconnects: it reconnects with

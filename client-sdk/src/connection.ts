@@ -35,6 +35,11 @@ export interface ConnectionHooks {
 
 type Timer = ReturnType<typeof setTimeout>;
 
+/** A fixed token must be able to travel where `tokenIn` says, or no attempt could succeed. */
+function checkFixedToken(token: TokenSource | undefined, tokenIn: TokenIn): void {
+  if (tokenIn === "subprotocol" && typeof token === "string" && token !== "" && !fitsSubprotocol(token)) throw new TypeError(UNFIT_TOKEN);
+}
+
 const noop = (): void => {};
 // ws reports an upgrade refused over HTTP only through the error text.
 const HTTP_AUTH_REFUSAL = /Unexpected server response: 40([13])\b/;
@@ -66,6 +71,8 @@ export class Connection {
   #attempt = 0;
   #authRefusals = 0;
   #reconnectTimer: Timer | undefined;
+  /** The token the current attempt or socket opened with. */
+  #token: string | undefined;
 
   // Per attempt, reset by #end.
   #openedAt = 0;
@@ -79,12 +86,25 @@ export class Connection {
 
   /** @throws TypeError for a fixed token that cannot travel where `tokenIn` says (no attempt could succeed). */
   constructor(options: ConnectionOptions, hooks: ConnectionHooks) {
-    const { token } = options;
-    if (options.tokenIn === "subprotocol" && typeof token === "string" && token !== "" && !fitsSubprotocol(token)) {
-      throw new TypeError(UNFIT_TOKEN);
-    }
+    checkFixedToken(options.token, options.tokenIn);
     this.#options = options;
     this.#hooks = hooks;
+  }
+
+  /** The token the current connection opened with, if any (a token function's latest answer). */
+  get token(): string | undefined {
+    return this.#token;
+  }
+
+  /**
+   * Later attempts open with `token` instead of the fixed token given; a
+   * token function, asked before every attempt, stays.
+   * @throws TypeError for a token that cannot travel where `tokenIn` says.
+   */
+  replaceFixedToken(token: string): void {
+    if (typeof this.#options.token === "function") return;
+    checkFixedToken(token, this.#options.tokenIn);
+    this.#options = { ...this.#options, token };
   }
 
   get state(): ConnectionState {
@@ -206,6 +226,7 @@ export class Connection {
 
   #open(token: string | undefined): void {
     this.#httpRefusal = null;
+    this.#token = token;
     let url = this.#hooks.url();
     let protocols: string[] | undefined;
     if (token !== undefined) {

@@ -1,6 +1,7 @@
 import { PublishError } from "./events.js";
 import type { CustomClientFrame, ServerError, PublishedEvent, WelcomeEvent } from "../../protocol/index.js";
 import { utf8Length } from "../../common/utf8.js";
+import { RateBudget } from "./rate-budget.js";
 import { describe } from "./transport.js";
 
 /** Where publishes go out: the connection. */
@@ -18,6 +19,10 @@ interface Queued {
   id?: string;
   /** A publish: UTF-8 bytes of its data as JSON, what the room's message limit counts. */
   dataBytes?: number;
+  /** On a multiplexed connection, the room it goes to. */
+  room?: string;
+  /** Whether it may go now (a room's publish waits until the room is subscribed); absent: always. */
+  ready?: () => boolean;
   resolve(seq: number): void;
   reject(error: PublishError): void;
 }
@@ -35,6 +40,11 @@ interface Queued {
  * of the budget only to be refused by the room.
  * Application frames (`x-...`) take the same budget and queue, in order with
  * publishes, and are done once sent.
+ *
+ * On a multiplexed connection the publishes of every room share the one
+ * budget; a room's publishes wait while the room is not subscribed, and the
+ * other rooms' go past them. Frames of the connection's own (subscribes)
+ * spend the same budget (`budget`, shared with the Outbox).
  */
 export class Outbox {
   #transport: OutboxTransport;
@@ -42,27 +52,33 @@ export class Outbox {
   #queued: Queued[] = [];
   /** Publishes sent and awaiting the server's answer, by id. */
   #pending = new Map<string, Queued>();
-  #rate = { perSecond: 0, burst: 1 };
   /** The current connection's limit on message data; none from a server that does not announce one. */
   #maxMessageBytes: number | undefined;
-  #budget = 1;
-  #refilledAt = 0;
+  #budget: RateBudget;
   #pumpTimer: ReturnType<typeof setTimeout> | undefined;
   #nextId = 0;
 
-  constructor(transport: OutboxTransport) {
+  /** @param budget the connection's frame budget, when other frames spend it too. */
+  constructor(transport: OutboxTransport, budget = new RateBudget()) {
     this.#transport = transport;
+    this.#budget = budget;
   }
 
-  /** Queues `data` for publishing; settles with its seq or a PublishError. */
-  publish(data: unknown): Promise<number> {
+  /**
+   * Queues `data` for publishing; settles with its seq or a PublishError.
+   * @param room the room, on a multiplexed connection.
+   * @param ready whether it may go now; it waits in the queue while not.
+   */
+  publish(data: unknown, room?: string, ready?: () => boolean): Promise<number> {
     return new Promise((resolve, reject) => {
       const id = String(++this.#nextId);
       // Encoded once, now: the data's JSON is both what the limit measures and what is sent.
       const json = encode(data, reject);
       if (json === undefined) return;
-      // The id is digits only, so the frame can be put together around the data's text.
-      this.#enqueue({ text: `{"type":"publish","id":"${id}","data":${json}}`, id, dataBytes: utf8Length(json), resolve, reject });
+      // The id is digits only and room names have no character JSON escapes, so the frame
+      // can be put together around the data's text.
+      const to = room === undefined ? "" : `"room":"${room}",`;
+      this.#enqueue({ text: `{"type":"publish",${to}"id":"${id}","data":${json}}`, id, dataBytes: utf8Length(json), room, ready, resolve, reject });
     });
   }
 
@@ -75,11 +91,9 @@ export class Outbox {
   }
 
   /** A new connection was welcomed with its frame budget and message limit. */
-  welcome(welcome: WelcomeEvent): void {
-    this.#rate = welcome.rate ?? this.#rate;
+  welcome(welcome: Pick<WelcomeEvent, "rate" | "maxMessageBytes">): void {
     this.#maxMessageBytes = welcome.maxMessageBytes;
-    this.#budget = Math.max(1, Math.floor(this.#rate.burst / 2));
-    this.#refilledAt = Date.now();
+    this.#budget.reset(welcome.rate);
   }
 
   /** Sends queued frames as far as the budget allows; retries when it has refilled. */
@@ -87,26 +101,26 @@ export class Outbox {
     clearTimeout(this.#pumpTimer);
     this.#pumpTimer = undefined;
     if (!this.#transport.writable) return;
-    const rate = this.#rate.perSecond > 0 ? this.#rate.perSecond * 0.75 : Number.POSITIVE_INFINITY;
-    const burst = Math.max(1, Math.floor(this.#rate.burst / 2));
     const limit = this.#maxMessageBytes;
-    while (this.#queued.length > 0) {
-      const next = this.#queued[0]!;
+    for (let i = 0; i < this.#queued.length; ) {
+      const next = this.#queued[i]!;
       if (limit !== undefined && next.dataBytes !== undefined && next.dataBytes > limit) {
-        this.#queued.shift();
+        this.#queued.splice(i, 1);
         next.reject(new PublishError("too_large", `the data is ${next.dataBytes} bytes as JSON, over the room's limit of ${limit}`));
         continue;
       }
-      const now = Date.now();
-      this.#budget = Math.min(burst, this.#budget + ((now - this.#refilledAt) / 1000) * rate);
-      this.#refilledAt = now;
-      if (this.#budget < 1) {
-        this.#pumpTimer = setTimeout(() => this.pump(), Math.ceil(((1 - this.#budget) / rate) * 1000));
+      if (next.ready && !next.ready()) {
+        i += 1;
+        continue;
+      }
+      const wait = this.#budget.wait();
+      if (wait > 0) {
+        this.#pumpTimer = setTimeout(() => this.pump(), wait);
         return;
       }
       if (!this.#transport.send(next.text)) return;
-      this.#queued.shift();
-      this.#budget -= 1;
+      this.#queued.splice(i, 1);
+      this.#budget.spend();
       if (next.id === undefined) next.resolve(0);
       else this.#pending.set(next.id, next);
     }
@@ -132,9 +146,11 @@ export class Outbox {
     this.#pending.clear();
   }
 
-  /** The client stopped: nothing queued will be sent. */
-  close(message: string): void {
-    for (const queued of this.#queued.splice(0)) queued.reject(new PublishError("closed", message));
+  /** The client stopped, or (with `room`) that room's subscription ended: what is queued (for it) will not be sent. */
+  close(message: string, room?: string): void {
+    const ending = this.#queued.filter((queued) => room === undefined || queued.room === room);
+    this.#queued = this.#queued.filter((queued) => !ending.includes(queued));
+    for (const queued of ending) queued.reject(new PublishError("closed", message));
   }
 
   #enqueue(queued: Queued): void {

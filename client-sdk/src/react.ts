@@ -1,20 +1,26 @@
 /**
  * React binding: `useRoom(options)` opens a room for as long as a component
  * is mounted and re-renders it with the connection state and the latest
- * messages. Import it from `@edge-fanout/client/react`; React 18 or newer is
- * a peer dependency.
+ * messages; with `connection`, the room is a subscription on a shared
+ * FanoutClient's socket instead. Import it from `@edge-fanout/client/react`;
+ * React 18 or newer is a peer dependency.
  */
 import { useCallback, useEffect, useRef, useState } from "react";
 import {
   PublishError,
   RoomClient,
   type ConnectionState,
+  type FanoutClient,
   type RoomClientOptions,
   type RoomLostEvent,
   type RoomMember,
   type RoomMessageEvent,
+  type RoomPresence,
   type RoomStateEvent,
+  type RoomSubscription,
   type StateCause,
+  type SubscriptionCause,
+  type SubscriptionStateEvent,
 } from "./index.js";
 
 /** One delivered message, as `useRoom` keeps it. */
@@ -34,6 +40,17 @@ export interface UseRoomOptions<T> extends RoomClientOptions {
   onMessage?: (event: RoomMessageEvent<T>) => void;
   /** Called when messages will never arrive (reload state derived from the stream). */
   onLost?: (event: RoomLostEvent) => void;
+  /**
+   * A FanoutClient whose one connection this room shares: the hook follows
+   * `room` as a subscription on it (from `since`/`epoch` when it is the first
+   * component to ask) instead of opening a socket of its own, so any number
+   * of components use one socket. Components that follow the same room share
+   * its subscription, which ends when the last of them unmounts. The
+   * client's own options (host, token, backoff...) apply; those given here
+   * besides `room`, `since` and `epoch` are not used. The application owns
+   * the client and closes it. Default: none (a socket per component).
+   */
+  connection?: FanoutClient | null;
 }
 
 export interface UseRoomResult<T, I = unknown> {
@@ -53,8 +70,12 @@ export interface UseRoomResult<T, I = unknown> {
    * every presence event.
    */
   presence: { count: number; members: ReadonlyArray<RoomMember<I>> };
-  /** The client, for what the hook does not cover; null before the first effect and when disabled. */
+  /** The client, for what the hook does not cover; null before the first effect, when disabled, and with `connection`. */
   client: RoomClient<T, I> | null;
+  /** With `connection`: the room's subscription on it (null before the first effect and when disabled). */
+  subscription: RoomSubscription<T, I> | null;
+  /** With `connection`: why the subscription last changed, e.g. "forbidden" or "too_many_rooms"; undefined otherwise. */
+  subscriptionCause: SubscriptionCause | undefined;
 }
 
 /** The client a component holds, and the connection it was opened for. */
@@ -73,11 +94,49 @@ const WATCHED = ["state", "presence"] as const;
 
 const NOBODY: Snapshot<never>["presence"] = { count: 0, members: [] };
 
-function read<I>(client: RoomClient<unknown, I> | null, enabled: boolean): Snapshot<I> {
-  const state = client?.state ?? (enabled ? "connecting" : "closed");
-  if (!client) return { state, presence: NOBODY };
-  const { count, members } = client.presence;
+/** A room the hook follows: a client of its own, or a subscription on a shared connection. */
+type Source<I> = { readonly state: ConnectionState; readonly presence: RoomPresence<I> };
+
+function read<I>(source: Source<I> | null, enabled: boolean): Snapshot<I> {
+  const state = source?.state ?? (enabled ? "connecting" : "closed");
+  if (!source) return { state, presence: NOBODY };
+  const { count, members } = source.presence;
   return { state, presence: { count, members: members ? [...members.values()] : [] } };
+}
+
+/**
+ * A subscription's state as a connection state: open once subscribed,
+ * connecting or reconnecting (as its connection is) while it is asked for,
+ * closed once it ended.
+ */
+function asSource<I>(subscription: RoomSubscription<unknown, I>, connection: FanoutClient): Source<I> {
+  const { state } = subscription;
+  return {
+    state: state === "subscribed" ? "open" : state === "unsubscribed" ? "closed" : connection.state === "reconnecting" ? "reconnecting" : "connecting",
+    presence: subscription.presence,
+  };
+}
+
+/** How many mounted components follow each shared subscription: the last one to leave unsubscribes. */
+const holders = new WeakMap<RoomSubscription, number>();
+
+/** The subscription to the latest options' room on `connection`, held for one more component. */
+function holdSubscription<T, I>(connection: FanoutClient, options: UseRoomOptions<T>): RoomSubscription<T, I> {
+  const subscription = connection.room<T, I>(options.room ?? "", { since: options.since, epoch: options.epoch });
+  holders.set(subscription as RoomSubscription, (holders.get(subscription as RoomSubscription) ?? 0) + 1);
+  return subscription;
+}
+
+/** One component less; after a turn of the event loop (strict mode mounts again at once), the last one unsubscribes. */
+function releaseSubscription(subscription: RoomSubscription): void {
+  setTimeout(() => {
+    const left = (holders.get(subscription) ?? 1) - 1;
+    if (left > 0) holders.set(subscription, left);
+    else {
+      holders.delete(subscription);
+      subscription.unsubscribe();
+    }
+  }, 0);
 }
 
 /** What identifies a connection: options outside it apply when it opens, and changing them does not reconnect. */
@@ -97,17 +156,28 @@ function connectionKey(options: RoomClientOptions): string {
  * client only after a turn of the event loop, so that the second mount takes
  * over the first one's socket: one socket per mounted component.
  *
+ * With `connection` (a FanoutClient), every component shares that one
+ * socket: the room is a subscription on it, and `state` is the room's
+ * ("open" once subscribed, "closed" once the subscription ended: see
+ * `subscriptionCause`), while `cause` and `code` are the connection's.
+ *
  * @example
  * const { state, messages, publish, presence } = useRoom<Chat, { name: string }>({ room: "lobby", token: getToken });
+ * // Many rooms, one socket:
+ * const fanout = new FanoutClient({ token: getToken }); // once, for the whole application
+ * const { messages } = useRoom<Chat>({ room: "lobby", connection: fanout });
  */
 export function useRoom<T = unknown, I = unknown>(options: UseRoomOptions<T>): UseRoomResult<T, I> {
   const enabled = options.enabled ?? true;
-  const key = enabled ? connectionKey(options) : null;
+  const connection = options.connection ?? null;
+  const key = !enabled ? null : connection ? JSON.stringify([options.room]) : connectionKey(options);
   const latest = useRef(options);
   const held = useRef<Held<T, I> | null>(null);
+  const shared = useRef<RoomSubscription<T, I> | null>(null);
   const [snapshot, setSnapshot] = useState<Snapshot<I>>(() => read<I>(null, enabled));
   const [code, setCode] = useState<number | undefined>(undefined);
   const [cause, setCause] = useState<StateCause | undefined>(undefined);
+  const [subscriptionCause, setSubscriptionCause] = useState<SubscriptionCause | undefined>(undefined);
   const [messages, setMessages] = useState<ReadonlyArray<RoomMessage<T>>>([]);
 
   useEffect(() => {
@@ -119,6 +189,49 @@ export function useRoom<T = unknown, I = unknown>(options: UseRoomOptions<T>): U
       setSnapshot(read<I>(null, false));
       return;
     }
+    const onState = (event: RoomStateEvent): void => {
+      if (event.code !== undefined) setCode(event.code);
+      setCause(event.cause);
+    };
+    const onMessage = (event: RoomMessageEvent<T>): void => {
+      latest.current.onMessage?.(event);
+      const keep = latest.current.keep ?? 100;
+      if (keep <= 0) return;
+      const message: RoomMessage<T> = { seq: event.seq, data: event.data, ts: event.ts };
+      setMessages((list) => (list.length >= keep ? [...list.slice(list.length - keep + 1), message] : [...list, message]));
+    };
+    const onLost = (event: RoomLostEvent): void => latest.current.onLost?.(event);
+    if (connection) {
+      held.current?.client.close();
+      held.current = null;
+      const subscription = holdSubscription<T, I>(connection, latest.current);
+      shared.current = subscription;
+      setMessages((list) => (list.length === 0 ? list : []));
+      setSubscriptionCause(undefined);
+      const refresh = (): void => setSnapshot(read(asSource(subscription as RoomSubscription<unknown, I>, connection), true));
+      const onSubscriptionState = (event: SubscriptionStateEvent): void => {
+        setSubscriptionCause(event.cause);
+        refresh();
+      };
+      subscription.addEventListener("state", onSubscriptionState);
+      subscription.addEventListener("presence", refresh);
+      subscription.addEventListener("message", onMessage);
+      subscription.addEventListener("lost", onLost);
+      connection.addEventListener("state", onState);
+      connection.addEventListener("state", refresh);
+      refresh();
+      return () => {
+        subscription.removeEventListener("state", onSubscriptionState);
+        subscription.removeEventListener("presence", refresh);
+        subscription.removeEventListener("message", onMessage);
+        subscription.removeEventListener("lost", onLost);
+        connection.removeEventListener("state", onState);
+        connection.removeEventListener("state", refresh);
+        if (shared.current === subscription) shared.current = null;
+        releaseSubscription(subscription as RoomSubscription);
+      };
+    }
+    shared.current = null;
     let mine = held.current;
     if (mine !== null && mine.key === key && mine.client.state !== "closed") {
       clearTimeout(mine.release); // Strict mode's second mount: keep the socket.
@@ -133,18 +246,6 @@ export function useRoom<T = unknown, I = unknown>(options: UseRoomOptions<T>): U
     }
     const { client } = mine;
     const refresh = (): void => setSnapshot(read(client as RoomClient<unknown, I>, true));
-    const onState = (event: RoomStateEvent): void => {
-      if (event.code !== undefined) setCode(event.code);
-      setCause(event.cause);
-    };
-    const onMessage = (event: RoomMessageEvent<T>): void => {
-      latest.current.onMessage?.(event);
-      const keep = latest.current.keep ?? 100;
-      if (keep <= 0) return;
-      const message: RoomMessage<T> = { seq: event.seq, data: event.data, ts: event.ts };
-      setMessages((list) => (list.length >= keep ? [...list.slice(list.length - keep + 1), message] : [...list, message]));
-    };
-    const onLost = (event: RoomLostEvent): void => latest.current.onLost?.(event);
     for (const type of WATCHED) client.addEventListener(type, refresh);
     client.addEventListener("state", onState);
     client.addEventListener("message", onMessage);
@@ -161,19 +262,29 @@ export function useRoom<T = unknown, I = unknown>(options: UseRoomOptions<T>): U
         if (held.current === owned) held.current = null;
       }, 0);
     };
-  }, [key]);
+  }, [key, connection]);
 
   const publish = useCallback((data: T): Promise<number> => {
-    const client = held.current?.client;
-    return client ? client.publish(data) : Promise.reject(new PublishError("closed", "the room is not open: the component is not mounted or the hook is disabled"));
+    const room = shared.current ?? held.current?.client;
+    return room ? room.publish(data) : Promise.reject(new PublishError("closed", "the room is not open: the component is not mounted or the hook is disabled"));
   }, []);
 
-  return { state: snapshot.state, presence: snapshot.presence, code, cause, messages, publish, client: held.current?.client ?? null };
+  return {
+    state: snapshot.state,
+    presence: snapshot.presence,
+    code,
+    cause,
+    messages,
+    publish,
+    client: held.current?.client ?? null,
+    subscription: shared.current,
+    subscriptionCause: connection ? subscriptionCause : undefined,
+  };
 }
 
 /** A client for the latest options, asking the latest token function when the option is one. */
 function openClient<T, I>(latest: { readonly current: UseRoomOptions<T> }): RoomClient<T, I> {
-  const { enabled: _enabled, keep: _keep, onMessage: _onMessage, onLost: _onLost, ...options } = latest.current;
+  const { enabled: _enabled, keep: _keep, onMessage: _onMessage, onLost: _onLost, connection: _connection, ...options } = latest.current;
   if (typeof options.token === "function") {
     options.token = () => {
       const token = latest.current.token;

@@ -1,4 +1,4 @@
-import { isValidRoomName, roomSocketPath } from "../../protocol/index.js";
+import { MULTIPLEX_PATH, isValidRoomName, roomSocketPath } from "../../protocol/index.js";
 
 /**
  * A subscribe token, or a function that gives one. A function is called
@@ -63,15 +63,32 @@ const LOOPBACK = /^(localhost|127\.|\[::1\])/;
  * address.
  */
 export function roomSocketUrl(address: RoomAddress): string {
+  if (address.url) return socketUrl(address, address.url);
+  const { room } = address;
+  if (room === undefined || !isValidRoomName(room)) {
+    throw new TypeError(`invalid room name ${JSON.stringify(room)}`);
+  }
+  return socketUrl(address, roomSocketPath(room));
+}
+
+/** Where the service is, for a connection that follows many rooms: a URL of its `/ws`, or a host. */
+export type ServiceAddress = Omit<RoomAddress, "room">;
+
+/**
+ * Builds the URL of the service's multiplexed connection (`/ws`), without
+ * the token; throws a TypeError for an unusable address.
+ */
+export function multiplexSocketUrl(address: ServiceAddress): string {
+  return socketUrl(address, address.url || MULTIPLEX_PATH);
+}
+
+/** `target` (a URL, or a path on the address's host) as a WebSocket URL with the open-mode identity. */
+function socketUrl(address: ServiceAddress, target: string): string {
   const page = globalThis.location as Location | undefined;
   let url: URL;
   if (address.url) {
-    url = new URL(address.url, page?.href);
+    url = new URL(target, page?.href);
   } else {
-    const { room } = address;
-    if (room === undefined || !isValidRoomName(room)) {
-      throw new TypeError(`invalid room name ${JSON.stringify(room)}`);
-    }
     const host = address.host ?? page?.host;
     if (!host) throw new TypeError("a url or a host is required outside a web page");
     let origin = host;
@@ -79,7 +96,7 @@ export function roomSocketUrl(address: RoomAddress): string {
       const secure = page ? page.protocol === "https:" : !LOOPBACK.test(host);
       origin = `${secure ? "wss" : "ws"}://${host}`;
     }
-    url = new URL(roomSocketPath(room), origin);
+    url = new URL(target, origin);
   }
   if (url.protocol === "http:") url.protocol = "ws:";
   else if (url.protocol === "https:") url.protocol = "wss:";

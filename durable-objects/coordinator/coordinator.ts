@@ -7,6 +7,7 @@ import { FANOUT_PAGE_ROOMS, readCoordinatorConfig, type CoordinatorConfig } from
 import { FANOUT_ATTEMPTS, FANOUT_BACKOFF_MS, FANOUT_CONCURRENCY } from "./fan-out-policy";
 import { fanOut, type FanOutResult } from "./fan-out";
 import { Directory } from "./directory";
+import { HubRegistry, type HubOccupancy, type HubReport } from "./hub-registry";
 import { Registry, type RegistryQuery, type RoomEntry, type RoomReport } from "./registry";
 import { TotalsStore } from "./totals-store";
 
@@ -29,6 +30,8 @@ export interface ShardMetrics {
   liveRooms: number;
   connections: number;
   members: number;
+  /** Hubs of multiplexed connections that report to this shard, as last reported. */
+  multiplexed: HubOccupancy;
   totals: ServiceTotals;
 }
 
@@ -47,6 +50,7 @@ export class Coordinator extends DurableObject<Record<string, unknown>> {
   readonly #registry: Registry;
   readonly #directory: Directory;
   readonly #totals: TotalsStore;
+  readonly #hubs: HubRegistry;
   /** Whether the sweep alarm is known to be set; saves a storage call per report. */
   #sweepArmed = false;
 
@@ -56,6 +60,7 @@ export class Coordinator extends DurableObject<Record<string, unknown>> {
     this.#registry = new Registry(ctx.storage.sql);
     this.#directory = new Directory(ctx.storage.sql);
     this.#totals = new TotalsStore(ctx.storage.sql);
+    this.#hubs = new HubRegistry(ctx.storage.sql);
   }
 
   /** A room wrote its first row (stored) or gave its storage back (not stored). */
@@ -83,6 +88,18 @@ export class Coordinator extends DurableObject<Record<string, unknown>> {
     await this.#armSweep();
   }
 
+  /** A hub's report of its multiplexed connections (edge or heartbeat). */
+  async hubReport(report: HubReport): Promise<void> {
+    const counts = [report.hub, report.connections, report.subscriptions, report.rooms, report.at];
+    if (!counts.every((n) => Number.isSafeInteger(n) && n >= 0)) {
+      logEvent("error", { where: "hub_report", report: JSON.stringify(report).slice(0, 200) });
+      return;
+    }
+    this.#hubs.apply(report, Date.now() + this.#config.ttlMs);
+    if (report.delta) this.#totals.add(report.delta);
+    await this.#armSweep();
+  }
+
   /** Counts that happen outside rooms (the worker's refusals and broadcasts), added to this shard's totals. */
   async addTotals(delta: Partial<ServiceTotals>): Promise<void> {
     this.#totals.add(delta);
@@ -90,7 +107,8 @@ export class Coordinator extends DurableObject<Record<string, unknown>> {
 
   /** Live rooms and connections in this shard's registry, and its totals. */
   async metrics(): Promise<ShardMetrics> {
-    return { ...this.#registry.occupancy(Date.now()), totals: this.#totals.values };
+    const now = Date.now();
+    return { ...this.#registry.occupancy(now), multiplexed: this.#hubs.occupancy(now), totals: this.#totals.values };
   }
 
   /** Live rooms in name order (see RegistryQuery). */
@@ -119,7 +137,9 @@ export class Coordinator extends DurableObject<Record<string, unknown>> {
 
   override async alarm(): Promise<void> {
     this.#sweepArmed = false;
-    if (this.#registry.sweep(Date.now()) > 0) await this.#armSweep();
+    const now = Date.now();
+    const left = this.#registry.sweep(now) + this.#hubs.sweep(now);
+    if (left > 0) await this.#armSweep();
   }
 
   async #fanOut(message: BroadcastMessage, rooms: string[]): Promise<FanOutResult> {

@@ -1,9 +1,11 @@
-import type { RoomCounterValues } from "../../protocol";
 import { logEvent } from "../../common/log";
 import { readCoordinatorConfig } from "../../common/coordinator-config";
 import type { RoomReport } from "./registry";
 import { shardOf, shardStub } from "../../common/coordinator-shards";
 import type { Coordinator } from "./coordinator";
+import { LatestReport, type CounterSource } from "./latest-report";
+
+export type { CounterSource } from "./latest-report";
 
 type CoordinatorNamespace = DurableObjectNamespace<Coordinator>;
 
@@ -27,12 +29,6 @@ export interface RoomRegistration {
 /** How long a room waits for the directory before it goes on anyway (and logs). */
 const STORAGE_REPORT_TIMEOUT_MS = 5000;
 
-/** Where a report's counter delta comes from, and where its success is recorded. */
-export interface CounterSource {
-  unreported(): RoomCounterValues | null;
-  reported(delta: RoomCounterValues): void;
-}
-
 const NO_REGISTRATION: RoomRegistration = { occupancyChanged() {}, heartbeat() {}, storage: async () => {} };
 
 /** Registration for a room object; reports run in the background (ctx.waitUntil). */
@@ -42,36 +38,24 @@ export function registrationFor(env: Record<string, unknown>, ctx: DurableObject
   return new ShardRegistration(namespace, readCoordinatorConfig(env).shards, ctx, counters);
 }
 
-/**
- * Sends a room's reports to its registry shard, one at a time and in order,
- * never blocking the room and never throwing into it. A report made while
- * another is in flight replaces any unsent one: only the latest state
- * matters. A report that fails is logged and dropped; the next heartbeat (or
- * the entry's TTL) repairs what it would have said. Each report carries the
- * counters that grew since the last report that succeeded, taken when it is
- * sent, so a failed report's delta rides on the next one.
- */
+/** A room's reports go to the shard its name hashes to (LatestReport: in order, the latest only, never throwing). */
 class ShardRegistration implements RoomRegistration {
   readonly #namespace: CoordinatorNamespace;
   readonly #shards: number;
-  readonly #ctx: DurableObjectState;
-  readonly #counters: CounterSource;
-  #unsent: RoomReport | null = null;
-  #sending = false;
+  readonly #reports: LatestReport<RoomReport>;
 
   constructor(namespace: CoordinatorNamespace, shards: number, ctx: DurableObjectState, counters: CounterSource) {
     this.#namespace = namespace;
     this.#shards = shards;
-    this.#ctx = ctx;
-    this.#counters = counters;
+    this.#reports = new LatestReport(ctx, counters, "registry_report", (report) => shardStub(namespace, shardOf(report.room, shards)).report(report));
   }
 
   occupancyChanged(room: string, connections: number, members: number): void {
-    this.#submit({ room, connections, members, at: Date.now() });
+    this.#reports.submit({ room, connections, members, at: Date.now() });
   }
 
   heartbeat(room: string, connections: number, members: number): void {
-    this.#submit({ room, connections, members, at: Date.now() });
+    this.#reports.submit({ room, connections, members, at: Date.now() });
   }
 
   async storage(room: string, stored: boolean): Promise<void> {
@@ -87,38 +71,8 @@ class ShardRegistration implements RoomRegistration {
       if (timer !== null) clearTimeout(timer);
     }
   }
-
-  #submit(report: RoomReport): void {
-    this.#unsent = report;
-    if (this.#sending) return;
-    this.#sending = true;
-    try {
-      this.#ctx.waitUntil(this.#drain());
-    } catch (error) {
-      this.#sending = false;
-      logEvent("error", { where: "registry_report", room: report.room, error: String(error) });
-    }
-  }
-
-  async #drain(): Promise<void> {
-    try {
-      while (this.#unsent) {
-        const delta = this.#counters.unreported();
-        const report: RoomReport = { ...this.#unsent, delta };
-        this.#unsent = null;
-        try {
-          await shardStub(this.#namespace, shardOf(report.room, this.#shards)).report(report);
-          if (delta) this.#counters.reported(delta);
-        } catch (error) {
-          logEvent("error", { where: "registry_report", room: report.room, error: String(error) });
-        }
-      }
-    } finally {
-      this.#sending = false;
-    }
-  }
 }
 
-function isNamespace(value: unknown): value is CoordinatorNamespace {
+export function isNamespace(value: unknown): value is CoordinatorNamespace {
   return typeof value === "object" && value !== null && typeof (value as { idFromName?: unknown }).idFromName === "function";
 }

@@ -15,8 +15,13 @@ export class TotalsStore {
     this.values = { ...zeroTotals(), ...(row ? (JSON.parse(row.value) as Partial<ServiceTotals>) : {}) };
   }
 
-  add(delta: Partial<ServiceTotals>): void {
+  /** Adds `delta`; returns the rows written (one: the row is rewritten in place, not replaced). */
+  add(delta: Partial<ServiceTotals>): number {
     addTotals(this.values, delta);
-    this.#sql.exec(`INSERT OR REPLACE INTO totals (id, value) VALUES (0, ?)`, JSON.stringify(this.values));
+    const cursor = this.#sql.exec(`INSERT INTO totals (id, value) VALUES (0, ?) ON CONFLICT (id) DO UPDATE SET value = excluded.value`, JSON.stringify(this.values));
+    for (const _ of cursor) {
+      // Drained: rowsWritten is final once the statement has run.
+    }
+    return cursor.rowsWritten;
   }
 }

@@ -114,6 +114,30 @@ export class RoomCounters {
     this.changed();
   }
 
+  /** `events` webhook events were recorded, and the webhook parts wrote `rows` rows (docs/webhooks.md). */
+  webhookRecorded(events: number, rows: number): void {
+    if (events === 0 && rows === 0) return;
+    this.#values.webhookEvents += events;
+    this.#values.webhookRowsWritten += rows;
+    this.changed();
+  }
+
+  /** One webhook request went out: `delivered` events acknowledged (0 when it failed), and the rows deleting them cost. */
+  webhookSent(delivered: number, ok: boolean, rows: number): void {
+    this.#values.webhookRequests += 1;
+    if (!ok) this.#values.webhookFailedRequests += 1;
+    this.#values.webhookDelivered += delivered;
+    this.#values.webhookRowsWritten += rows;
+    this.changed();
+  }
+
+  /** `events` webhook events became dead letters, at the cost of `rows` rows. */
+  webhookDead(events: number, rows: number): void {
+    this.#values.webhookDeadLetters += events;
+    this.#values.webhookRowsWritten += rows;
+    this.changed();
+  }
+
   refused(reason: string): void {
     this.#values.refusals[reason] = (this.#values.refusals[reason] ?? 0) + 1;
     this.changed();

@@ -203,16 +203,6 @@ export class Presence {
     if (cursor.presenceStale) this.snapshot(cursor);
   }
 
-  /** This object's own members in id order after `cursor`, at most `limit`. */
-  page(limit: number, cursor: string | null, connections: number): PresencePage {
-    const ids = [...this.#local.keys()].sort();
-    const start = cursor === null ? 0 : ids.findIndex((id) => id > cursor);
-    const chosen = start < 0 ? [] : ids.slice(start, start + limit);
-    const members = chosen.map((id) => this.#describeLocal(id, this.#local.get(id) as Member));
-    const last = chosen[chosen.length - 1];
-    return { count: this.count, connections, members, cursor: last !== undefined && start + limit < ids.length ? last : null };
-  }
-
   // -------------------------------------------------------------------------
 
   /**

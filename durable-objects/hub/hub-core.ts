@@ -12,8 +12,10 @@ import type { PublishOutcome } from "../engine/publish-outcome";
 import { SocketEngine, type EngineHost } from "../engine/socket-engine";
 import type { SocketState } from "../engine/socket-state";
 import { TokenBucket, type RatePolicy } from "../engine/token-bucket";
+import { endNameless, type FollowerCore } from "../leaf/follower-object";
 import type { LeafBatch, LeafReport, LeafSnapshot, LeafStart } from "../leaf/rpc";
 import type { Room } from "../room/room";
+import { HubRegistration } from "./hub-registration";
 import { HubRoom } from "./hub-room";
 
 /** A multiplexed connection's attachment: the socket's, plus what its token grants and the rooms it follows. */
@@ -33,7 +35,7 @@ class FollowRefused extends Error {}
  * follower of each room's root, as a leaf follows its room), and what a
  * connection's own frames do (subscribe, unsubscribe, a fresh token).
  */
-export class HubCore implements EngineHost, MultiplexFrames {
+export class HubCore implements EngineHost, MultiplexFrames, FollowerCore {
   readonly #ctx: DurableObjectState;
   readonly #env: Record<string, unknown>;
   readonly #limits: Limits;
@@ -47,6 +49,7 @@ export class HubCore implements EngineHost, MultiplexFrames {
   /** Subscribes of each socket still waiting for their room's root. */
   readonly #pending = new WeakMap<SocketState, Set<string>>();
   readonly #subscribeRate: RatePolicy;
+  readonly #registration: HubRegistration;
 
   constructor(ctx: DurableObjectState, env: Record<string, unknown>) {
     this.#ctx = ctx;
@@ -58,6 +61,7 @@ export class HubCore implements EngineHost, MultiplexFrames {
     this.index = HUB_FOLLOWER_BASE + this.hub;
     this.#subscribeRate = { perSecond: limits.SUBSCRIBES_PER_SECOND, burst: Math.max(1, limits.SUBSCRIBE_BURST) };
     this.engine = new SocketEngine(ctx, limits, this.#counters, this);
+    this.#registration = new HubRegistration(env, ctx, this.#counters, this.hub);
     // Connections that were here when the hub woke follow their rooms again; where each room
     // stands is asked of its root before anything is served (beforeFrame, or the root's next push).
     this.engine.restore((attachment) => {
@@ -70,10 +74,12 @@ export class HubCore implements EngineHost, MultiplexFrames {
     return this.hub < 0;
   }
 
-  /** Ends a nameless instance (see hub.ts): its alarm goes first. */
-  async end(): Promise<void> {
-    await this.#ctx.storage.deleteAlarm();
-    this.#ctx.abort("a hub instance without its name ends itself");
+  end(): Promise<void> {
+    return endNameless(this.#ctx, "hub");
+  }
+
+  get logFields(): Record<string, unknown> {
+    return { hub: this.hub };
   }
 
   // -------------------------------------------------------------------------
@@ -228,7 +234,9 @@ export class HubCore implements EngineHost, MultiplexFrames {
     return (await this.root(cursor.stream.room).publish(dataJson, { source: "multiplexed" })) as PublishOutcome;
   }
 
-  occupancyChanged(): void {}
+  occupancyChanged(): void {
+    this.#report();
+  }
 
   left(socket: SocketState): void {
     for (const cursor of socket.cursors.values()) this.#rooms.get(cursor.stream.room)?.changed();
@@ -236,6 +244,7 @@ export class HubCore implements EngineHost, MultiplexFrames {
 
   heartbeat(): void {
     for (const room of this.#rooms.values()) room.changed();
+    this.#report();
   }
 
   otherSockets(): number {
@@ -295,6 +304,17 @@ export class HubCore implements EngineHost, MultiplexFrames {
     if (room.subscribers > 0 || room.follower.known) return;
     this.#rooms.delete(room.room);
     this.engine.closeStream(room.follower.stream);
+  }
+
+  /** What the hub holds, to the coordinator (GET /metrics). */
+  #report(): void {
+    let subscriptions = 0;
+    let rooms = 0;
+    for (const room of this.#rooms.values()) {
+      subscriptions += room.subscribers;
+      if (room.subscribers > 0) rooms += 1;
+    }
+    this.#registration.report({ connections: this.engine.size, subscriptions, rooms });
   }
 
   #pendingOf(socket: SocketState): Set<string> {

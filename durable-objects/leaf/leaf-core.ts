@@ -11,6 +11,7 @@ import { SocketEngine, type EngineHost } from "../engine/socket-engine";
 import type { SocketState } from "../engine/socket-state";
 import type { Room } from "../room/room";
 import { RoomFollower, type FollowerHost } from "./follower";
+import { endNameless, type FollowerCore } from "./follower-object";
 import { LeafReports, type ReportSource } from "./leaf-reports";
 import type { LeafBatch, LeafReport, LeafSnapshot, LeafStart } from "./rpc";
 
@@ -30,7 +31,7 @@ interface LeafAttachment extends SocketAttachment {
  * reports to the room's root. It is the engine's host, the follower's host
  * and the reports' source.
  */
-export class LeafCore implements EngineHost, FollowerHost, ReportSource {
+export class LeafCore implements EngineHost, FollowerHost, ReportSource, FollowerCore {
   readonly #ctx: DurableObjectState;
   readonly #env: Record<string, unknown>;
   readonly #limits: Limits;
@@ -79,13 +80,12 @@ export class LeafCore implements EngineHost, FollowerHost, ReportSource {
     return this.index < 0;
   }
 
-  /**
-   * Ends a nameless instance, so that the next call, which names the leaf, starts it afresh;
-   * its alarm goes first, or it would start it nameless again.
-   */
-  async end(): Promise<void> {
-    await this.#ctx.storage.deleteAlarm();
-    this.#ctx.abort("a leaf instance without its name ends itself");
+  end(): Promise<void> {
+    return endNameless(this.#ctx, "leaf");
+  }
+
+  get logFields(): Record<string, unknown> {
+    return { room: this.room, leaf: this.index };
   }
 
   /** An upgrade the edge placed on this leaf (validated there). */
@@ -135,14 +135,14 @@ export class LeafCore implements EngineHost, FollowerHost, ReportSource {
   }
 
   /** The root retires this leaf: it forgets where the room stands, unless a socket arrived since its last report. */
-  retire(): boolean {
+  retire(_room?: string): boolean {
     if (this.engine.size > 0) return false;
     this.#follower.forget();
     this.#reports.clear();
     return true;
   }
 
-  snapshot(): LeafSnapshot {
+  snapshot(_room?: string): LeafSnapshot {
     const window = this.engine.delivery.windowFigures();
     const ring = this.#follower.ring.size;
     return {

@@ -24,12 +24,22 @@ export class MetaStore {
     return rows[0]?.value ?? null;
   }
 
-  set(key: string, value: string): void {
+  /**
+   * Stores `value` under `key`; returns the rows written, as the storage
+   * bills them. An upsert rewrites the row in place: `INSERT OR REPLACE`
+   * deletes and inserts it, and so writes the key's index entry too, twice
+   * the rows for the counters a busy room rewrites every few seconds.
+   */
+  set(key: string, value: string): number {
     if (!this.#exists) {
       this.#sql.exec(`CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`);
       this.#exists = true;
     }
-    this.#sql.exec(`INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)`, key, value);
+    const cursor = this.#sql.exec(`INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, value);
+    for (const _ of cursor) {
+      // Drained: rowsWritten is final once the statement has run.
+    }
+    return cursor.rowsWritten;
   }
 
   delete(key: string): void {

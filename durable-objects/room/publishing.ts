@@ -27,6 +27,8 @@ export interface FlushListener {
    * hold (counted as recipients).
    */
   flushed(messages: readonly Message[]): number;
+  /** Inside the flush's transaction, beside its history row: writes that must commit with the messages or not at all. */
+  storing?(messages: readonly Message[]): void;
   /** A flush went out. */
   afterFlush(now: number): void;
 }
@@ -165,6 +167,7 @@ export class Publishing {
         now,
         () => {
           for (const p of pending) if (p.key !== undefined) this.#keys.remember(p.key, p.message.seq, now);
+          this.#listener.storing?.(pending.map((p) => p.message));
         },
       );
     } catch (error) {

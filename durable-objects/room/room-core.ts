@@ -1,7 +1,7 @@
 import { resumePointOf, type PresencePage, type RoomCounterValues, type RoomStats, type RootRequests } from "../../protocol";
 import { LEAF_FULL_HEADER } from "../../common/edge-requests";
 import { logEvent } from "../../common/log";
-import { readLimits, type Limits } from "../../common/settings";
+import { accessSettings, readLimits, webhookSettings, type Limits } from "../../common/settings";
 import { utf8Length } from "../../common/utf8";
 import { registrationFor, type RoomRegistration } from "../coordinator/registration";
 import { attachmentFromEdge } from "../engine/attachment";
@@ -29,6 +29,7 @@ import { Publishing, type FlushListener, type PublishOptions } from "./publishin
 import { RoomMembers } from "./room-members";
 import { roomStats } from "./room-stats";
 import { StorageReclaim, type ReclaimHost } from "./storage-reclaim";
+import { Webhooks } from "./webhooks";
 
 /** Largest answer to one leaf's history request. */
 const LEAF_HISTORY_MAX_BYTES = 4 * 1024 * 1024;
@@ -62,6 +63,8 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   readonly #members: RoomMembers;
   readonly #leaves: Leaves;
   readonly #reclaim: StorageReclaim;
+  /** The room's webhooks; null when WEBHOOK_URL is not set (nothing is recorded). */
+  readonly #webhooks: Webhooks | null;
   readonly #instanceStartedAt = Date.now();
   /** Whether this instance has told the directory that the room holds storage. */
   #listed = false;
@@ -106,7 +109,10 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
       // The room's own members join its roster, which its sockets see once it spans several objects.
       memberChanged: (id, view) => this.#members.setLocal(id, view),
     });
-    this.#members = new RoomMembers(() => this.#membersChanged());
+    this.#members = new RoomMembers(() => this.#membersChanged(), {
+      joined: (id, info, verified) => this.#webhooks?.memberJoined(id, info, verified),
+      left: (id) => this.#webhooks?.memberLeft(id),
+    });
     this.#leaves = new Leaves(
       {
         // Connection hooks run where the sockets are, in this object: a room that has them keeps
@@ -124,6 +130,17 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     );
     this.#publishing = new Publishing({ history: this.#history, keys: this.#keys }, delivery, this.#stream, this.counters, limits, this);
     this.#reclaim = new StorageReclaim(this, limits.HISTORY_MAX_AGE_SECONDS * 1000);
+    // Before the sockets are restored: the webhooks read what the receiver was told, and the restored members confirm it.
+    const webhooks = webhookSettings(env);
+    this.#webhooks = webhooks
+      ? new Webhooks(ctx.storage, { settings: webhooks, secret: accessSettings(env).webhookSecret, limits, sharded: this.#leaves.size > 0 }, this.counters, {
+          roomName: () => this.#room,
+          // Asked inside a flush, whose transaction stores the epoch with its first message.
+          epoch: () => this.#history.epoch,
+          memberCount: () => this.#members.count,
+          wantAlarm: () => this.#background(this.engine.sweeper.ensureAlarm()),
+        })
+      : null;
     // A room only hibernates once every cursor was level, so its sockets rejoin level.
     this.engine.restore((attachment) => {
       if (attachment.data) deepFreeze(attachment.data);
@@ -131,6 +148,8 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     });
     // Leaves found in the directory: each is asked for its sockets and members.
     this.#leaves.wake();
+    // Members or the room recorded and not here after the restore (a restart), events waiting: the alarm ends the wait.
+    if ((this.#webhooks?.alarmWanted(Date.now()) ?? null) !== null) this.#background(this.engine.sweeper.ensureAlarm());
   }
 
   get room(): string {
@@ -245,8 +264,8 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
 
   presencePage(limit: number, cursor: string | null): PresencePage {
     this.requests.reads += 1;
-    if (this.#leaves.sharded) return this.#members.page(limit, cursor, this.#connections());
-    return this.engine.presence(this.#stream).page(limit, cursor, this.engine.size);
+    // The room's members over its own sockets and every follower's (leaves, hubs).
+    return this.#members.page(limit, cursor, this.#connections());
   }
 
   async stats(): Promise<RoomStats> {
@@ -266,6 +285,7 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
       windowCap: this.limits.WINDOW_BYTES,
       instanceStartedAt: this.#instanceStartedAt,
     };
+    if (this.#webhooks) own.webhooks = this.#webhooks.stats();
     if (!this.#leaves.sharded) return own;
     return roomStats(own, await this.#leaves.snapshot(), { ...this.requests }, this.#leaves.pushes);
   }
@@ -285,6 +305,7 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
 
   occupancyChanged(): void {
     const connections = this.#connections();
+    this.#webhooks?.connections(connections);
     const occupied = connections > 0;
     if (occupied === this.#occupied) return;
     this.#occupied = occupied;
@@ -305,18 +326,28 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   }
 
   alarmWanted(now: number, live: boolean): number | null {
-    return live ? null : this.#reclaim.alarmAt(now);
+    const webhooks = this.#webhooks?.alarmWanted(now) ?? null;
+    // A room whose webhooks still need its storage does not plan to give it back: their own alarm comes first.
+    const reclaim = live || this.#webhooks?.holdsStorage ? null : this.#reclaim.alarmAt(now);
+    if (webhooks === null) return reclaim;
+    return reclaim === null ? webhooks : Math.min(webhooks, reclaim);
   }
 
   async onAlarm(now: number, live: boolean): Promise<void> {
-    if (!live) await this.#reclaim.onAlarm(now);
+    if (this.#webhooks) await this.#webhooks.onAlarm(now);
+    if (!live && !this.#webhooks?.holdsStorage) await this.#reclaim.onAlarm(now);
   }
 
   // -------------------------------------------------------------------------
   // The flush's listener
   // -------------------------------------------------------------------------
 
+  storing(messages: readonly Message[]): void {
+    this.#webhooks?.storing(messages);
+  }
+
   flushed(messages: readonly Message[]): number {
+    this.#webhooks?.stored();
     return this.#leaves.push(messages);
   }
 
@@ -394,7 +425,7 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   // -------------------------------------------------------------------------
 
   storageExists(): boolean {
-    return this.#history.exists || this.#meta.exists || this.#keys.exists;
+    return this.#history.exists || this.#meta.exists || this.#keys.exists || (this.#webhooks?.storageExists ?? false);
   }
 
   latestTs(): number {
@@ -405,9 +436,14 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     return this.#keys.newestTs();
   }
 
+  heldUntil(): number {
+    return this.#webhooks?.heldUntil() ?? 0;
+  }
+
   quiet(): boolean {
-    // Leaves are retired before the room's storage goes (their directory is in it).
-    return this.counters.unreported() === null && this.#leaves.size === 0;
+    // Leaves are retired before the room's storage goes (their directory is in it); webhook events
+    // and the record of what the receiver was told are in it too.
+    return this.counters.unreported() === null && this.#leaves.size === 0 && !this.#webhooks?.holdsStorage;
   }
 
   reportEmpty(): void {
@@ -424,6 +460,7 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     this.counters.reset();
     this.#stream.reset();
     this.#publishing.reset();
+    this.#webhooks?.reset();
     this.#listed = false;
     await this.#registration.storage(this.#room, false);
   }

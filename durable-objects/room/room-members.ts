@@ -11,6 +11,14 @@ interface Entry {
   leaves: Map<number, number>;
 }
 
+/** Who hears of members arriving in the room and leaving it (the room's webhooks). */
+export interface MemberListener {
+  /** A member is in the room that was not (`info` as JSON text, when it has one). */
+  joined(id: string, info: string | undefined, verified: boolean): void;
+  /** A member is gone from every object of the room. */
+  left(id: string): void;
+}
+
 /**
  * The members of a sharded room, over the root and every leaf
  * (docs/sharded-rooms.md): a member whose tabs sit on different objects is
@@ -24,10 +32,12 @@ interface Entry {
 export class RoomMembers {
   readonly #entries = new Map<string, Entry>();
   readonly #changed: () => void;
+  readonly #listener: MemberListener | null;
 
-  /** `changed` runs when a member comes or goes, or its connections change. */
-  constructor(changed: () => void) {
+  /** `changed` runs when a member comes or goes, or its connections change; `listener` hears of each member that arrives or goes. */
+  constructor(changed: () => void, listener: MemberListener | null = null) {
     this.#changed = changed;
+    this.#listener = listener;
   }
 
   get count(): number {
@@ -46,6 +56,7 @@ export class RoomMembers {
       entry.local = view;
     } else {
       this.#entries.set(id, { info: view.info, verified: view.verified, local: view, leaves: new Map() });
+      this.#listener?.joined(id, view.info, view.verified);
     }
     if (this.#entries.size !== before || view !== null) this.#changed();
   }
@@ -63,6 +74,7 @@ export class RoomMembers {
         entry.leaves.set(index, member.connections);
       } else {
         this.#entries.set(member.id, { info: member.info, verified: member.verified, local: null, leaves: new Map([[index, member.connections]]) });
+        this.#listener?.joined(member.id, member.info, member.verified);
       }
     }
     if (this.#entries.size !== before || members.length > 0) this.#changed();
@@ -89,7 +101,7 @@ export class RoomMembers {
     return { members: [...this.#entries.entries()].map(([id, entry]) => this.#describe(id, entry)), count: this.#entries.size };
   }
 
-  /** Members in id order after `cursor`, at most `limit` (`GET /rooms/{room}/presence` of a sharded room). */
+  /** Members in id order after `cursor`, at most `limit` (`GET /rooms/{room}/presence`). */
   page(limit: number, cursor: string | null, connections: number): PresencePage {
     const ids = [...this.#entries.keys()].sort();
     const start = cursor === null ? 0 : ids.findIndex((id) => id > cursor);
@@ -108,6 +120,8 @@ export class RoomMembers {
   }
 
   #dropIfEmpty(id: string, entry: Entry): void {
-    if (entry.local === null && entry.leaves.size === 0) this.#entries.delete(id);
+    if (entry.local !== null || entry.leaves.size > 0) return;
+    this.#entries.delete(id);
+    this.#listener?.left(id);
   }
 }

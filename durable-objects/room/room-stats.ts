@@ -1,11 +1,13 @@
 import type { RoomStats, RootRequests } from "../../protocol";
 import { addCounters } from "../../common/counters";
+import { isHubFollower, HUB_FOLLOWER_BASE } from "../../common/edge-requests";
 import type { LeavesSnapshot } from "./leaves";
 
 /**
- * `GET /rooms/{room}` of a sharded room: the root's own figures, summed with
- * every leaf's as asked now (counts a leaf has not reported yet are the
- * room's too), with each leaf's line beside them.
+ * `GET /rooms/{room}` of a sharded room (or one that hubs follow): the root's
+ * own figures, summed with every leaf's and hub's as asked now (counts a
+ * follower has not reported yet are the room's too), with each one's line
+ * beside them.
  */
 export function roomStats(own: RoomStats, { leaves }: LeavesSnapshot, requests: RootRequests, pushes: number): RoomStats {
   const stats: RoomStats = { ...own, refusals: { ...own.refusals }, rootConnections: own.connections };
@@ -16,7 +18,13 @@ export function roomStats(own: RoomStats, { leaves }: LeavesSnapshot, requests: 
     stats.windowBytesInFlight += leaf.windowBytesInFlight;
     stats.windowBytesMax = Math.max(stats.windowBytesMax, leaf.windowBytesMax);
   }
-  stats.leaves = leaves.map(({ unreported: _, ...leaf }) => leaf);
+  let multiplexed = 0;
+  stats.leaves = leaves.map(({ unreported: _, ...leaf }) => {
+    if (!isHubFollower(leaf.index)) return leaf;
+    multiplexed += leaf.connections;
+    return { ...leaf, hub: leaf.index - HUB_FOLLOWER_BASE };
+  });
+  if (multiplexed > 0) stats.multiplexed = multiplexed;
   stats.rootRequests = requests;
   stats.leafPushes = pushes;
   return stats;

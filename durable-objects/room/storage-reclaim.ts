@@ -8,6 +8,8 @@ export interface ReclaimHost {
   /** When the newest message was published (0 when none), and the newest idempotency key stored. */
   latestTs(): number;
   newestKeyTs(): number;
+  /** Anything else that keeps the storage until a time (dead webhook events: docs/webhooks.md); 0 when nothing does. */
+  heldUntil?(): number;
   /** True when nothing in flight still needs storage: counters reported, no leaves (their directory is in it). */
   quiet(): boolean;
   /** The room is empty: it reports what is unreported, because storage is about to go. */
@@ -60,6 +62,6 @@ export class StorageReclaim {
   /** When the storage holds nothing anyone can still ask for. */
   #due(): number {
     const keys = this.#host.newestKeyTs();
-    return Math.max(this.#host.latestTs() + this.#historyMaxAgeMs, keys > 0 ? keys + KEY_MIN_AGE_MS : 0);
+    return Math.max(this.#host.latestTs() + this.#historyMaxAgeMs, keys > 0 ? keys + KEY_MIN_AGE_MS : 0, this.#host.heldUntil?.() ?? 0);
   }
 }

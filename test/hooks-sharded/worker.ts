@@ -1,14 +1,15 @@
 /**
  * A worker whose rooms may shard: CheckedRoom overrides beforePublish only,
- * so its sockets spread over leaves past ROOM_SHARD_SOCKETS, and every
- * publish, from a socket on any object, passes the root's hook. ListedRoom
+ * so its sockets spread over leaves past ROOM_SHARD_SOCKETS and hubs of
+ * multiplexed connections may follow it, and every publish, from a socket on
+ * any object, passes the root's hook. ListedRoom
  * (onConnect) shows that a room with connection hooks keeps its sockets.
  * Run by test/node/hooks-sharded.test.ts on the local server.
  */
 import { Hono } from "hono";
 import { createFanoutApp, Room, type ConnectRequest, type FanoutEnv, type PublishDecision, type PublishRequest } from "../../worker/lib";
 
-export { Coordinator, RoomLeaf } from "../../worker/lib";
+export { Coordinator, RoomHub, RoomLeaf } from "../../worker/lib";
 
 export class CheckedRoom extends Room<FanoutEnv> {
   protected override beforePublish({ data, source }: PublishRequest): PublishDecision {
@@ -28,10 +29,11 @@ const checked = createFanoutApp({ sdk: false, demo: false });
 const app = new Hono<{ Bindings: FanoutEnv & { LISTED_ROOMS: FanoutEnv["ROOMS"] } }>();
 app.get("/", (c) => c.text("sharded hooks"));
 // The same app over the other room class, under /listed: the ROOMS binding decides the class.
+// Hubs follow the rooms of the worker's own ROOMS binding, so this route has none (GET /listed/ws: 404).
 app.all("/listed/*", (c) => {
   const url = new URL(c.req.url);
   url.pathname = url.pathname.slice("/listed".length);
-  return checked.fetch(new Request(url, c.req.raw), { ...c.env, ROOMS: c.env.LISTED_ROOMS }, c.executionCtx);
+  return checked.fetch(new Request(url, c.req.raw), { ...c.env, ROOMS: c.env.LISTED_ROOMS, HUBS: undefined }, c.executionCtx);
 });
 app.route("/", checked);
 

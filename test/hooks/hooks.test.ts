@@ -269,7 +269,8 @@ describe("onClientFrame", () => {
       ["c3", "internal"],
       ["c4", "internal"],
     ]);
-    expect(s.of<ServerError>("error")[0]!.message).toBe("the room could not handle x-throw");
+    // The hooks run concurrently, so their answers may come in any order: find c1's.
+    expect(s.of<ServerError>("error").find((e) => e.id === "c1")?.message).toBe("the room could not handle x-throw");
     // Nothing but x- events can be sent by a hook: no forged message arrived.
     expect(s.messages()).toEqual([]);
     expect(s.of("x-set")).toEqual([{ type: "x-set", data: { name: "cat2", joinedAt: 2 } }]);
@@ -321,5 +322,29 @@ describe("onClose", () => {
     await until(() => watcher.messages().length === 2);
     expect(watcher.messages()[1]).toMatchObject({ seq: 2, data: { after: true } });
     watcher.ws.close(1000);
+  });
+});
+
+describe("a room with connection hooks and multiplexed connections", () => {
+  it("refuses to be followed by a hub: a subscribe to it gets forbidden and the connection stays", async () => {
+    const res = await worker.fetch(`${BASE}/ws`, { headers: { Upgrade: "websocket" } });
+    expect(res.status).toBe(101);
+    const ws = res.webSocket as WebSocket;
+    const events: Record<string, unknown>[] = [];
+    ws.addEventListener("message", (e) => {
+      const parsed: unknown = JSON.parse(e.data as string);
+      events.push(...((Array.isArray(parsed) ? parsed : [parsed]) as Record<string, unknown>[]));
+    });
+    ws.accept();
+    ws.send(JSON.stringify({ type: "subscribe", room: "hooked-mux", id: "s1" }));
+    await until(() => events.some((e) => e.type === "error"), { timeoutMs: 10_000, what: "the refusal" });
+    expect(events.find((e) => e.type === "error")).toMatchObject({ room: "hooked-mux", code: "forbidden", id: "s1", message: expect.stringContaining("/rooms/{room}/ws") });
+    // The connection is still open: a frame of it is still answered.
+    ws.send(JSON.stringify({ type: "unsubscribe", room: "hooked-mux" }));
+    await until(() => events.some((e) => e.code === "not_subscribed"), { timeoutMs: 10_000, what: "the answer to the unsubscribe" });
+    // The room's own sockets are served as always.
+    const own = await welcomed("hooked-mux");
+    own.ws.close();
+    ws.close();
   });
 });

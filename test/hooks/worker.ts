@@ -18,7 +18,7 @@ import {
   type PublishRequest,
 } from "../../worker/lib";
 
-export { Coordinator } from "../../worker/lib";
+export { Coordinator, RoomHub } from "../../worker/lib";
 
 /** What the fixture attaches to a socket. */
 export interface FixtureData {

@@ -367,6 +367,19 @@ describe("token command", () => {
     s.ws.close();
   });
 
+  it("mints grants for a multiplexed connection: rooms and prefixes, each with its own right to publish", async () => {
+    const result = await runTokenCli(["--grant", "room:cli-chat+pub", "--grant", "prefix:cli-feed:", "--sub", "user-10"], { TOKEN_SECRET });
+    expect(result.code).toBe(0);
+    const [, payload] = result.stdout.trim().split(".");
+    const claims = JSON.parse(Buffer.from(payload ?? "", "base64url").toString()) as Record<string, unknown>;
+    expect(claims.grants).toEqual([{ room: "cli-chat", pub: true }, { prefix: "cli-feed:" }]);
+    expect(claims.room).toBeUndefined();
+    for (const bad of ["cli-chat", "topic:cli-chat", "room:", "prefix:+pub"]) {
+      expect((await runTokenCli(["--grant", bad], { TOKEN_SECRET })).stderr).toMatch(/--grant needs/);
+    }
+    expect((await runTokenCli(["--grant", "room:bad room"], { TOKEN_SECRET })).code).toBe(2);
+  });
+
   it("explains what is missing instead of minting a useless token", async () => {
     expect((await runTokenCli(["--room", "x"], {})).stderr).toMatch(/TOKEN_SECRET/);
     expect((await runTokenCli([], { TOKEN_SECRET })).code).toBe(2);

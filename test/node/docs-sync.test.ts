@@ -3,7 +3,7 @@ import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
-import { DEFAULTS, type LimitName } from "../../common/settings";
+import { DEFAULTS, SECRET_VARS, TEXT_VARS, type LimitName } from "../../common/settings";
 import { CLOSE_CODES } from "../../protocol/close-codes";
 
 /**
@@ -16,9 +16,9 @@ const repo = fileURLToPath(new URL("../../", import.meta.url));
 const read = (path: string) => readFileSync(`${repo}${path}`, "utf8");
 const run = promisify(execFile);
 
-/** Vars and secrets the service reads that are not limits (common/settings.ts, parseAccess). */
-const ACCESS_VARS = ["ALLOWED_ORIGINS"];
-const SECRETS = ["PUBLISH_KEY", "TOKEN_SECRET"];
+/** Vars and secrets the service reads that are not limits (common/settings.ts). */
+const TEXT_SETTINGS: readonly string[] = TEXT_VARS;
+const SECRETS: readonly string[] = SECRET_VARS;
 
 /** The rows of the first table under `heading` (a whole heading line), as cells keyed by the header's column names. */
 function tableUnder(markdown: string, heading: string): Record<string, string>[] {
@@ -167,7 +167,7 @@ describe("docs/protocol.md", () => {
 });
 
 describe("the configuration tables of the README and the guides", () => {
-  for (const path of ["README.md", "docs/coordinator.md", "docs/sharded-rooms.md"]) {
+  for (const path of ["README.md", "docs/coordinator.md", "docs/sharded-rooms.md", "docs/webhooks.md"]) {
     it(`${path}: every var is a setting with the default the service has, each listed once`, () => {
       const documented = documentedDefaults(tableUnder(read(path), "## Configuration"), "var", "default");
       expect(documented.length).toBeGreaterThan(0);
@@ -181,7 +181,7 @@ describe("wrangler.toml", () => {
     // The vars as wrangler reads them, through the local server's own reader.
     const { stdout } = await run(process.execPath, [`${repo}local-server/read-config.mjs`, `${repo}wrangler.toml`], { timeout: 60_000 });
     const vars = Object.keys((JSON.parse(stdout) as { vars: Record<string, unknown> }).vars).sort();
-    const known = new Set([...Object.keys(DEFAULTS), ...ACCESS_VARS]);
+    const known = new Set([...Object.keys(DEFAULTS), ...TEXT_SETTINGS]);
     expect({
       unknown: vars.filter((name) => !known.has(name)),
       secrets: vars.filter((name) => SECRETS.includes(name)), // `wrangler secret put`, never a var
@@ -197,7 +197,7 @@ describe("paths the docs name", () => {
   const pathPattern = new RegExp(`(?<![\\w./<>-])((?:${folders.join("|")})/[\\w./-]*)`, "g");
   const generated = ["load/results/", "load/dist"];
 
-  for (const doc of ["README.md", "docs/protocol.md", "docs/deploy.md", "docs/hooks.md", "docs/coordinator.md", "docs/sharded-rooms.md", "wrangler.toml"]) {
+  for (const doc of ["README.md", "docs/protocol.md", "docs/deploy.md", "docs/hooks.md", "docs/coordinator.md", "docs/sharded-rooms.md", "docs/webhooks.md", "wrangler.toml"]) {
     it(`${doc}: every path it names exists`, () => {
       const missing = read(doc)
         .split("\n")

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { fileURLToPath } from "node:url";
 import type { ServerError, PublishedEvent, RoomStats, ServerEvent } from "../../protocol";
+import { MuxSocket } from "../helpers/multiplex";
 import { startServer, type LocalServer } from "../helpers/server";
 import { roomStats, TestSocket } from "../helpers/socket";
 
@@ -64,6 +65,39 @@ describe("hooks in sharded rooms", () => {
     for (const socket of sockets) await socket.waitForMessages(1);
     for (const socket of sockets) expect(socket.messages.map((m) => [m.seq, m.data])).toEqual([[1, { data: "hello", source: "leaf" }]]);
     for (const socket of sockets) socket.close();
+  });
+
+  it("is one tree with multiplexed followers: leaves and hubs follow the root, and publishes over /ws pass its hook", async () => {
+    const room = "checked-mux";
+    const sockets = await openSockets(server.wsUrl, room, 5);
+    const muxes = await Promise.all([MuxSocket.open(`${server.wsUrl}/ws`), MuxSocket.open(`${server.wsUrl}/ws`)]);
+    for (const mux of muxes) mux.subscribe(room);
+    for (const mux of muxes) await mux.waitFor((s) => s.of("subscribed").length === 1, 10_000, "subscribed");
+
+    const stats = (await roomStats(server.url, room)) as RoomStats;
+    expect(stats.connections).toBe(7);
+    expect(stats.rootConnections).toBe(2);
+    expect(stats.multiplexed).toBe(2);
+    const lines = stats.leaves ?? [];
+    expect(lines.filter((l) => l.hub === undefined).reduce((sum, l) => sum + l.connections, 0)).toBe(3);
+    expect(lines.filter((l) => l.hub !== undefined).reduce((sum, l) => sum + l.connections, 0)).toBe(2);
+
+    const sender = muxes[0] as MuxSocket;
+    sender.send({ type: "publish", room, data: { refuse: true }, id: "no" });
+    sender.send({ type: "publish", room, data: "over /ws", id: "yes" });
+    await sender.waitFor((s) => s.of("published").length === 1 && s.of("error").length === 1, 10_000, "both answers");
+    expect(sender.of("error")[0]).toMatchObject({ room, code: "forbidden", id: "no", message: "refused by the room's rule" });
+    expect(sender.of("published")[0]).toMatchObject({ room, id: "yes", seq: 1 });
+    // Every follower, on the root, the leaves and the hubs, gets the one message, as the hook made it.
+    for (const socket of sockets) await socket.waitForMessages(1);
+    for (const socket of sockets) expect(socket.messages.map((m) => [m.seq, m.data])).toEqual([[1, { data: "over /ws", source: "multiplexed" }]]);
+    for (const mux of muxes) await mux.waitForMessages(room, 1);
+    for (const mux of muxes) expect(mux.messages(room).map((m) => [m.seq, m.data])).toEqual([[1, { data: "over /ws", source: "multiplexed" }]]);
+    for (const socket of [...sockets, ...muxes]) socket.close();
+  });
+
+  it("has no multiplexed connections under a route that remaps ROOMS to another class", async () => {
+    await expect(MuxSocket.open(`${server.wsUrl}/listed/ws`)).rejects.toThrow("upgrade refused: HTTP 404");
   });
 
   it("keeps every socket of a room with onConnect in its own object", async () => {

@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { RoomList, RoomStats } from "../../protocol";
 import { startServer, type LocalServer } from "../helpers/server";
+import { MuxSocket } from "../helpers/multiplex";
 import { publish, TestSocket } from "../helpers/socket";
 import { eventually } from "../helpers/wait";
 
@@ -13,8 +15,8 @@ afterAll(async () => {
   await server?.stop();
 });
 
-async function scrape(): Promise<{ text: string; value(name: string): number }> {
-  const res = await fetch(`${server.url}/metrics`);
+async function scrape(from: LocalServer = server): Promise<{ text: string; value(name: string): number }> {
+  const res = await fetch(`${from.url}/metrics`);
   expect(res.status).toBe(200);
   expect(res.headers.get("content-type")).toContain("text/plain");
   const text = await res.text();
@@ -66,5 +68,59 @@ describe("GET /metrics", () => {
     again.close();
     await eventually(async () => (await scrape()).value("fanout_messages_published_total") === 4, CONVERGED);
     expect((await scrape()).value("fanout_deliveries_total")).toBe(4);
+  });
+});
+
+describe("multiplexed connections in the stats, the listing and GET /metrics", () => {
+  it("count a room's subscribers however they are connected, and the connections and their subscriptions as sockets", async () => {
+    // A short idle timeout makes hubs and rooms sweep, and so report, every few seconds; the sockets ping to stay.
+    const mux = await startServer({ vars: { IDLE_TIMEOUT_SECONDS: "3", MAX_ROOMS_PER_CONNECTION: "2" } });
+    try {
+      const plain = await TestSocket.open(`${mux.wsUrl}/rooms/mm-one/ws`);
+      const first = await MuxSocket.open(`${mux.wsUrl}/ws`);
+      const second = await MuxSocket.open(`${mux.wsUrl}/ws`);
+      const pinger = setInterval(() => [plain.ws, first.ws, second.ws].forEach((ws) => ws.send("ping")), 1000);
+      try {
+        first.subscribe("mm-one");
+        first.subscribe("mm-two");
+        second.subscribe("mm-one");
+        await first.waitFor((s) => s.of("subscribed").length === 2);
+        await second.waitFor((s) => s.of("subscribed").length === 1);
+        // Past MAX_ROOMS_PER_CONNECTION: refused at the hub, and counted.
+        first.subscribe("mm-three");
+        await first.waitFor((s) => s.of("error").length === 1);
+
+        const stats = (await (await fetch(`${mux.url}/rooms/mm-one`)).json()) as RoomStats;
+        expect(stats.connections).toBe(3);
+        expect(stats.rootConnections).toBe(1);
+        expect(stats.multiplexed).toBe(2);
+        const hubLines = (stats.leaves ?? []).filter((line) => line.hub !== undefined);
+        expect(hubLines.reduce((sum, line) => sum + line.connections, 0)).toBe(2);
+
+        const listed = async () => ((await (await fetch(`${mux.url}/rooms?prefix=mm-`)).json()) as RoomList).rooms;
+        await eventually(async () => {
+          const rooms = await listed();
+          return rooms.find((r) => r.room === "mm-one")?.connections === 3 && rooms.find((r) => r.room === "mm-two")?.connections === 1;
+        }, { ...CONVERGED, timeoutMs: 20_000, what: "the listing to count multiplexed subscribers" });
+
+        await eventually(async () => {
+          const m = await scrape(mux);
+          return m.value("fanout_multiplexed_connections") === 2 && m.value("fanout_multiplexed_subscriptions") === 3;
+        }, { ...CONVERGED, timeoutMs: 20_000, what: "the hubs' reports" });
+        const m = await scrape(mux);
+        expect(m.value("fanout_connections")).toBe(4);
+        expect(m.value("fanout_hubs_live")).toBeGreaterThanOrEqual(1);
+        expect(m.value('fanout_refusals_total{reason="subscribe_too_many_rooms"}')).toBe(1);
+      } finally {
+        clearInterval(pinger);
+      }
+      for (const socket of [plain, first, second]) socket.close();
+      await eventually(async () => {
+        const m = await scrape(mux);
+        return m.value("fanout_multiplexed_connections") === 0 && m.value("fanout_connections") === 0;
+      }, { ...CONVERGED, timeoutMs: 20_000, what: "the connections to be gone" });
+    } finally {
+      await mux.stop();
+    }
   });
 });

@@ -190,6 +190,25 @@ describe("presence with tokens, across hibernation and restarts", () => {
     c.close();
   }, 40_000);
 
+  it("tells the others of a member whose socket closed while the room hibernated", async () => {
+    const room = "presence-close-asleep";
+    const a = await open(room, "a");
+    const b = await open(room, "b");
+    const stop = keepAlive([a, b], 2500);
+    await a.waitFor((s) => s.presence.length >= 2, 5000, "b's join");
+    const before = await roomStats(server.url, room);
+    // As above: long enough for the runtime to evict the room; b's close is what wakes it.
+    await sleep(19_000);
+    b.close();
+    await a.waitFor((s) => s.presence.length >= 3, 8000, "b's leave");
+    expect(actions(a)).toEqual(["sync:1", "join:b:2", "leave:b:1"]);
+    const after = await roomStats(server.url, room);
+    expect(after.instanceStartedAt).toBeGreaterThan(before.instanceStartedAt + 10_000);
+    expect(after.members).toBe(1);
+    stop();
+    a.close();
+  }, 40_000);
+
   it("starts empty after a restart and fills as clients reconnect", async () => {
     const room = "presence-restart";
     const a = await open(room, "a");

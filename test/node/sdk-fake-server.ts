@@ -70,8 +70,7 @@ export class FakeConnection {
 
   /** The token the client presented, in the subprotocol offer (`token.<jwt>`) or in the query. */
   get token(): string | null {
-    const offered = this.protocols.find((p) => p.startsWith(TOKEN_SUBPROTOCOL_PREFIX));
-    return offered?.slice(TOKEN_SUBPROTOCOL_PREFIX.length) ?? this.url.searchParams.get("token");
+    return presentedToken(this.protocols, this.url);
   }
 
   get acks(): Array<AckFrame & { at: number }> {
@@ -90,6 +89,44 @@ export class FakeConnection {
   }
 }
 
+/** Predicates a test waits on, checked again whenever the server saw something. */
+export class Waiters {
+  #waiters = new Set<() => void>();
+
+  /** Waits until `predicate` holds, re-checked on every `notify`; fails after `timeoutMs`. */
+  async waitFor(predicate: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
+    if (predicate()) return;
+    await new Promise<void>((resolve, reject) => {
+      const check = () => {
+        if (!predicate()) return;
+        clearTimeout(timer);
+        this.#waiters.delete(check);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        this.#waiters.delete(check);
+        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}`));
+      }, timeoutMs);
+      this.#waiters.add(check);
+    });
+  }
+
+  notify(): void {
+    for (const waiter of [...this.#waiters]) waiter();
+  }
+}
+
+/** The subprotocols a client offered, in order. */
+export function offeredProtocols(request: IncomingMessage): string[] {
+  return (request.headers["sec-websocket-protocol"] ?? "").split(",").map((p) => p.trim()).filter((p) => p !== "");
+}
+
+/** The token a client presented, in the subprotocol offer (`token.<jwt>`) or in the query. */
+export function presentedToken(protocols: string[], url: URL): string | null {
+  const offered = protocols.find((p) => p.startsWith(TOKEN_SUBPROTOCOL_PREFIX));
+  return offered?.slice(TOKEN_SUBPROTOCOL_PREFIX.length) ?? url.searchParams.get("token");
+}
+
 export class FakeRoomServer {
   readonly room: string;
   readonly epoch = randomUUID();
@@ -97,7 +134,7 @@ export class FakeRoomServer {
   readonly history: ServerMessage[] = [];
   #wss: WebSocketServer;
   #options: FakeRoomOptions;
-  #waiters = new Set<() => void>();
+  #waiters = new Waiters();
 
   private constructor(wss: WebSocketServer, options: FakeRoomOptions) {
     this.#wss = wss;
@@ -146,21 +183,8 @@ export class FakeRoomServer {
   }
 
   /** Waits until `predicate` holds, re-checked on every connection, frame and close; fails after `timeoutMs`. */
-  async waitFor(predicate: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
-    if (predicate()) return;
-    await new Promise<void>((resolve, reject) => {
-      const check = () => {
-        if (!predicate()) return;
-        clearTimeout(timer);
-        this.#waiters.delete(check);
-        resolve();
-      };
-      const timer = setTimeout(() => {
-        this.#waiters.delete(check);
-        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}`));
-      }, timeoutMs);
-      this.#waiters.add(check);
-    });
+  waitFor(predicate: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
+    return this.#waiters.waitFor(predicate, what, timeoutMs);
   }
 
   async stop(): Promise<void> {
@@ -175,7 +199,7 @@ export class FakeRoomServer {
   }
 
   #accept(ws: WebSocket, request: IncomingMessage): void {
-    const offered = (request.headers["sec-websocket-protocol"] ?? "").split(",").map((p) => p.trim()).filter((p) => p !== "");
+    const offered = offeredProtocols(request);
     const connection = new FakeConnection(ws, new URL(request.url ?? "/", this.host), offered);
     const index = this.connections.push(connection) - 1;
     ws.on("message", (data, isBinary) => this.#onFrame(connection, isBinary ? "" : data.toString()));
@@ -244,6 +268,6 @@ export class FakeRoomServer {
   }
 
   #notify(): void {
-    for (const waiter of [...this.#waiters]) waiter();
+    this.#waiters.notify();
   }
 }

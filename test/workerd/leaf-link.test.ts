@@ -172,7 +172,16 @@ describe("the live path", () => {
     const link = new LeafLink(0, room, 0, false);
     expect(room.flush(link)).toBe(true);
     expect(room.leaf.pushes).toHaveLength(1);
-    expect(room.leaf.last.batch).toEqual({ epoch: "epoch-1", after: 0, lost: null, messages: [room.history[0]], members: 1, full: false });
+    expect(room.leaf.last.batch).toEqual({
+      room: "linked",
+      epoch: "epoch-1",
+      after: 0,
+      lost: null,
+      messages: [room.history[0]],
+      members: 1,
+      full: false,
+      roster: { count: 1, members: null },
+    });
     // Three more flushes while the first push is out: nothing more goes.
     expect([room.flush(link), room.flush(link, 2), room.flush(link)]).toEqual([true, true, true]);
     expect(room.leaf.pushes).toHaveLength(1);

@@ -10,6 +10,7 @@ import type { PresenceEvent, PresenceMember } from "../../protocol";
 import type { Cursor } from "../../durable-objects/engine/cursor";
 import { Presence, type LocalMember, type PresenceOptions, type PresenceSink } from "../../durable-objects/engine/presence";
 import type { SocketState } from "../../durable-objects/engine/socket-state";
+import { RoomMembers } from "../../durable-objects/room/room-members";
 import { attachmentOf, DeliveryRig, type Peer } from "../helpers/workerd/sockets";
 import { sleep } from "../helpers/wait";
 
@@ -34,9 +35,12 @@ function room(options: Partial<PresenceOptions> = {}, windowBytes = 1 << 20, sin
       },
     },
   );
+  // What the room gathers from its objects' presence: the members GET /rooms/{room}/presence pages.
+  const members = new RoomMembers(() => {});
   const live = new Presence({ ...OPTIONS, ...options }, rig.stream, {
     send: (cursor, text, bytes, tag) => rig.delivery.sendPresence(cursor, text, bytes, tag),
     counted: (events) => rig.counters.presenceSent(events),
+    memberChanged: (id, member) => members.setLocal(id, member),
     ...sink,
   });
   presence = live;
@@ -49,7 +53,7 @@ function room(options: Partial<PresenceOptions> = {}, windowBytes = 1 << 20, sin
   };
   /** The socket closes (the client, here: its cause does not matter to presence). */
   const leave = (member: Member) => rig.delivery.close(member.socket.ws, 1000, "bye");
-  return { rig, presence: live, join, leave };
+  return { rig, presence: live, members, join, leave };
 }
 
 /** Presence events without their random tags, as `action:member:count` (members of a sync in order). */
@@ -107,7 +111,7 @@ describe("joining", () => {
     expect(actions(watcher.peer)).toEqual(["sync:[watcher]:1", "join:ann:2"]);
     expect(actions(first.peer)).toEqual(["sync:[watcher,ann]:2"]);
     expect(lastSync(second.peer)?.members?.find((m) => m.id === "ann")?.connections).toBe(2);
-    expect(r.presence.page(10, null, 3).members.find((m) => m.id === "ann")?.connections).toBe(2);
+    expect(r.members.page(10, null, 3).members.find((m) => m.id === "ann")?.connections).toBe(2);
 
     // Closing one tab is no leave, however long after; closing the last one is.
     r.leave(first);
@@ -148,7 +152,7 @@ describe("leaving", () => {
     r.leave(bob);
     // Still a member during the delay, with no socket.
     expect(r.presence.count).toBe(2);
-    expect(r.presence.page(10, null, 1).members.find((m) => m.id === "bob")?.connections).toBe(0);
+    expect(r.members.page(10, null, 1).members.find((m) => m.id === "bob")?.connections).toBe(0);
     await ann.peer.waitFor((p) => actions(p).length === 3, "the leave");
     expect(Date.now() - leftAt).toBeGreaterThanOrEqual(DELAY);
     expect(actions(ann.peer)).toEqual(["sync:[ann]:1", "join:bob:2", "leave:bob:1"]);
@@ -253,18 +257,18 @@ describe("pages", () => {
     const r = room();
     for (const id of ["dan", "ann", "cat", "bob", "eve"]) r.join(id);
     const ids = (page: { members: PresenceMember[] }) => page.members.map((m) => m.id);
-    const first = r.presence.page(2, null, 7);
+    const first = r.members.page(2, null, 7);
     expect(first).toMatchObject({ count: 5, connections: 7, cursor: "bob" });
     expect(ids(first)).toEqual(["ann", "bob"]);
-    const second = r.presence.page(2, first.cursor, 7);
+    const second = r.members.page(2, first.cursor, 7);
     expect([ids(second), second.cursor]).toEqual([["cat", "dan"], "dan"]);
-    const last = r.presence.page(2, second.cursor, 7);
+    const last = r.members.page(2, second.cursor, 7);
     expect([ids(last), last.cursor]).toEqual([["eve"], null]);
     // A page that ends exactly at the last member has no next page.
-    expect(r.presence.page(5, null, 7).cursor).toBeNull();
+    expect(r.members.page(5, null, 7).cursor).toBeNull();
     // A cursor between ids, and one past the end.
-    expect(ids(r.presence.page(2, "bz", 7))).toEqual(["cat", "dan"]);
-    expect(r.presence.page(2, "zed", 7)).toMatchObject({ members: [], cursor: null });
+    expect(ids(r.members.page(2, "bz", 7))).toEqual(["cat", "dan"]);
+    expect(r.members.page(2, "zed", 7)).toMatchObject({ members: [], cursor: null });
   });
 });
 

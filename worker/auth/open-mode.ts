@@ -1,15 +1,18 @@
 import { logEvent } from "../../common/log";
 import type { MiddlewareHandler } from "hono";
-import { accessSettings, type AccessSettings } from "../../common/settings";
+import { accessSettings, webhookSettings, type AccessSettings } from "../../common/settings";
 
-/** What is open to anyone under `settings`; empty when every check is configured. */
-export function openModeGaps(settings: AccessSettings): string[] {
+/** What is open to anyone under `settings`; empty when every check is configured. `webhooks`: whether WEBHOOK_URL is set. */
+export function openModeGaps(settings: AccessSettings, webhooks = false): string[] {
   const gaps: string[] = [];
   if (settings.publishKey === null) {
     gaps.push("PUBLISH_KEY is not set: anyone can publish (POST /rooms/:room/publish, /broadcast), list rooms, read their stats and members (GET /rooms, /rooms/:room, /rooms/:room/presence) and read /metrics");
   }
   if (settings.tokenSecret === null) {
     gaps.push("TOKEN_SECRET is not set: anyone can open sockets on any room and publish over them");
+  }
+  if (webhooks && settings.webhookSecret === null) {
+    gaps.push("WEBHOOK_URL is set without WEBHOOK_SECRET: webhook requests are not signed, and a receiver cannot tell them from anyone's");
   }
   return gaps;
 }
@@ -26,7 +29,8 @@ export function warnWhenOpen(): MiddlewareHandler {
   return async (c, next) => {
     if (!warned) {
       warned = true;
-      const gaps = openModeGaps(accessSettings(c.env as Record<string, unknown>));
+      const env = c.env as Record<string, unknown>;
+      const gaps = openModeGaps(accessSettings(env), webhookSettings(env) !== null);
       if (gaps.length > 0) {
         logEvent("open_mode", { gaps });
         console.warn(

@@ -4,7 +4,7 @@ import type { ShardCosts } from "./sharded";
 /**
  * Per-step costs of a sharded room when no sharded bench result is given.
  * - send: 26 µs, CPU per delivery of 15,000 sockets in one object at one message
- *   per frame (docs/benchmarks.md, section 7; workerd's ws.send is 22-30 µs on
+ *   per frame (docs/benchmarks.md, section 8; workerd's ws.send is 22-30 µs on
  *   this machine kind, and the platform's own figure is not published).
  * - per delivery on a leaf: 2.8 µs more, what the same room sharded at 2,000
  *   cost beyond one object, less its pushes (the same run).
@@ -32,8 +32,8 @@ export const DEFAULT_SHARD_COSTS: ShardCosts = {
 };
 
 export const DEFAULT_SHARD_SOURCES: Record<keyof ShardCosts, string> = {
-  sendUs: "default: 15,000 sockets in one object, one message per frame, 2026-12-01 (docs/benchmarks.md, section 7)",
-  leafExtraPerDeliveryUs: "default: 15,000 sockets sharded at 2,000 against one object, 2026-12-01 (docs/benchmarks.md, section 7)",
+  sendUs: "default: 15,000 sockets in one object, one message per frame, 2026-12-01 (docs/benchmarks.md, section 8)",
+  leafExtraPerDeliveryUs: "default: 15,000 sockets sharded at 2,000 against one object, 2026-12-01 (docs/benchmarks.md, section 8)",
   pushIssueUs: "default: half of ~380 µs per DO-to-DO RPC measured locally (docs/sharded-rooms.md)",
   pushReceiveUs: "default: half of ~380 µs per DO-to-DO RPC measured locally (docs/sharded-rooms.md)",
   flushUs: "default: the capacity tool's per-publish assumption",

@@ -1,0 +1,165 @@
+import type { WebhookEventType } from "../../protocol";
+import { logEvent } from "../../common/log";
+import { utf8Length } from "../../common/utf8";
+import type { RoomCounters } from "../engine/counters";
+import type { WebhookDeadLetters } from "./webhook-dead-letters";
+import { eventText } from "./webhook-events";
+import type { OutboxEvent, WebhookOutbox } from "./webhook-outbox";
+import type { WebhookRecord } from "./webhook-record";
+
+/** An event decided and not yet written: its id is given when it is written. */
+export interface RecordedEvent {
+  type: WebhookEventType;
+  ts: number;
+  dataJson: string;
+}
+
+export interface RecorderOptions {
+  /** The event types this deployment sends (WEBHOOK_EVENTS); others are never written. */
+  events: ReadonlySet<WebhookEventType>;
+  /** WEBHOOK_OUTBOX_MAX_ROWS: past it, the oldest rows become dead letters. */
+  maxRows: number;
+  room(): string;
+  /** Events were written: their delivery is due. */
+  recorded(): void;
+}
+
+/**
+ * Writes what the room decided to tell the receiver: the events of one turn
+ * as one row of the outbox (or added to the newest row waiting), with the
+ * record's changes (WebhookRecord), in one transaction.
+ *
+ * - Presence changes live in memory, so the write of their events is their
+ *   only durable trace: it happens before the turn ends (a microtask), so the
+ *   turn's other writes and its outgoing frames are in the same commit, and a
+ *   turn's changes, however many, cost one outbox row.
+ * - A flush of messages writes its `message.published` events inside the
+ *   flush's own transaction (`writeWithin`, from History.append's
+ *   `alongside`): the message and its event are stored together or not at
+ *   all. Events decided before it in the same turn go first.
+ *
+ * A write that rolls back (its transaction threw) leaves memory as it was
+ * decided: its events go back to the head of the queue and are written by
+ * the next write, under new ids (nobody saw the old ones).
+ */
+export class WebhookRecorder {
+  readonly #transactionSync: (write: () => void) => void;
+  readonly #outbox: WebhookOutbox;
+  readonly #record: WebhookRecord;
+  readonly #deadLetters: WebhookDeadLetters;
+  readonly #counters: RoomCounters;
+  readonly #options: RecorderOptions;
+  /** A random name per instance: with the count after it, ids never repeat, whatever storage forgot. */
+  readonly #instance = randomHex(12);
+  #nextId = 1;
+  #queue: RecordedEvent[] = [];
+  /** Written in a transaction that has not been seen to commit yet. */
+  #staged: { events: RecordedEvent[]; rows: number; dead: number } | null = null;
+  #scheduled = false;
+
+  constructor(
+    storage: Pick<DurableObjectStorage, "transactionSync">,
+    parts: { outbox: WebhookOutbox; record: WebhookRecord; deadLetters: WebhookDeadLetters },
+    counters: RoomCounters,
+    options: RecorderOptions,
+  ) {
+    this.#transactionSync = (write) => storage.transactionSync(write);
+    this.#outbox = parts.outbox;
+    this.#record = parts.record;
+    this.#deadLetters = parts.deadLetters;
+    this.#counters = counters;
+    this.#options = options;
+  }
+
+  /** Whether an event of `type` is ever written. */
+  sends(type: WebhookEventType): boolean {
+    return this.#options.events.has(type);
+  }
+
+  /** Whether something decided waits to be written. */
+  get busy(): boolean {
+    return this.#queue.length > 0 || this.#record.dirty || this.#staged !== null;
+  }
+
+  /** An event to write with this turn (dropped when this deployment does not send its type). */
+  record(event: RecordedEvent): void {
+    if (this.sends(event.type)) this.#queue.push(event);
+    this.schedule();
+  }
+
+  /** The record changed: it is written with this turn, events or not. */
+  schedule(): void {
+    if (this.#scheduled) return;
+    this.#scheduled = true;
+    queueMicrotask(() => {
+      this.#scheduled = false;
+      this.flush();
+    });
+  }
+
+  /** Writes what waits, in a transaction of its own. Never throws: a failed write is retried with the next one. */
+  flush(): void {
+    if (!this.busy) return;
+    try {
+      this.#transactionSync(() => this.writeWithin([]));
+      this.committed();
+    } catch (error) {
+      logEvent("error", { room: this.#options.room(), where: "webhook_record", error: String(error) });
+    }
+  }
+
+  /**
+   * Writes what waits and then `more`, inside a transaction the caller holds
+   * (a flush of messages). Call `committed()` once it committed.
+   */
+  writeWithin(more: readonly RecordedEvent[]): void {
+    if (this.#staged !== null) {
+      // The last write's transaction rolled back: storage has none of it.
+      this.#queue = [...this.#staged.events, ...this.#queue];
+      this.#staged = null;
+      this.#outbox.reload();
+      this.#record.writeFailed();
+    }
+    for (const event of more) if (this.sends(event.type)) this.#queue.push(event);
+    if (!this.busy) return;
+    const events = this.#queue;
+    this.#queue = [];
+    const room = this.#options.room();
+    const texts = events.map((e): OutboxEvent => {
+      const text = eventText(`${this.#instance}-${this.#nextId++}`, e.type, room, e.ts, e.dataJson);
+      return { text, bytes: utf8Length(text) };
+    });
+    const now = Date.now();
+    let rows = this.#outbox.append(texts, now) + this.#record.write();
+    let dead = 0;
+    while (this.#outbox.pendingRows > this.#options.maxRows) {
+      // A receiver that is down for long costs bounded storage: the oldest events give way.
+      const taken = this.#outbox.takeOldest();
+      if (!taken) break;
+      rows += taken.rowsWritten + this.#deadLetters.keep("overflow", taken.count, taken.events, now);
+      dead += taken.count;
+    }
+    this.#staged = { events, rows, dead };
+  }
+
+  /** The transaction of the last write committed. */
+  committed(): void {
+    const staged = this.#staged;
+    if (staged === null) return;
+    this.#staged = null;
+    this.#record.written();
+    this.#counters.webhookRecorded(staged.events.length, staged.rows);
+    if (staged.dead > 0) this.#counters.webhookDead(staged.dead, 0);
+    if (staged.events.length > 0) this.#options.recorded();
+  }
+
+  /** After the room gave its storage back (deleteAll). */
+  reset(): void {
+    this.#queue = [];
+    this.#staged = null;
+  }
+}
+
+function randomHex(bytes: number): string {
+  return [...crypto.getRandomValues(new Uint8Array(bytes))].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
