@@ -3,6 +3,7 @@ import { tagOf, type Message } from "../engine/message";
 import type { MessageSource, SourceRead } from "../engine/stream";
 import type { Run } from "../engine/frames";
 import type { MetaStore } from "./meta-store";
+import { createLogTable, fitsSize, hasKeysColumn, newestRow, remapRing, storedRing } from "./ring-layout";
 
 /**
  * A room's message log in the object's SQLite storage: the source of the
@@ -26,7 +27,9 @@ import type { MetaStore } from "./meta-store";
  *
  * A room that is only looked at has no tables: they are created by the first
  * write, so reading a room that does not exist leaves no storage behind. The
- * epoch is kept in the room's MetaStore, written with the first message.
+ * epoch is kept in the room's MetaStore, written with the first message. A
+ * ring written with another size than the room's now is re-mapped once when
+ * the room wakes (ring-layout.ts), so the seq is never misread.
  */
 
 export interface HistoryBounds {
@@ -68,6 +71,8 @@ export class History implements MessageSource {
   readonly #size: number;
   readonly #maxAgeMs: number;
   #tables: boolean;
+  /** Whether the log table has its `keys` column (added by the next write when it does not). */
+  #keysColumn = false;
   #latestRow = 0;
   #seq = 0;
   #latestTs = 0;
@@ -94,7 +99,7 @@ export class History implements MessageSource {
       meta.delete(EPOCH_KEY);
     }
     this.#tables = tables.has("log");
-    if (this.#tables) this.#findLatest();
+    if (this.#tables) this.#openRing(storage, bounds.maxAgeMs);
     this.#indexFrom = this.#latestRow + 1;
     // A fresh epoch marks a history that starts here: clients holding seqs from
     // a lost history learn that theirs no longer apply. It is stored once it has
@@ -107,6 +112,7 @@ export class History implements MessageSource {
   /** After the room gave its storage back (deleteAll): the next write starts a new history, under a new epoch. */
   reset(): void {
     this.#tables = false;
+    this.#keysColumn = false;
     this.#latestRow = 0;
     this.#seq = 0;
     this.#latestTs = 0;
@@ -280,11 +286,16 @@ export class History implements MessageSource {
   // -------------------------------------------------------------------------
 
   #ensureTables(): void {
-    if (this.#tables) return;
-    this.#sql.exec(`CREATE TABLE IF NOT EXISTS log (
-      slot INTEGER PRIMARY KEY, row INTEGER NOT NULL, first INTEGER NOT NULL, last INTEGER NOT NULL,
-      ts INTEGER NOT NULL, bytes INTEGER NOT NULL, lengths TEXT NOT NULL, sizes TEXT NOT NULL, events TEXT NOT NULL)`);
-    this.#tables = true;
+    if (!this.#tables) {
+      createLogTable(this.#sql, "log");
+      this.#tables = true;
+      this.#keysColumn = true;
+    }
+    if (!this.#keysColumn) {
+      // A table from before keys lived in rows: adding a column rewrites no row.
+      this.#sql.exec(`ALTER TABLE log ADD COLUMN keys TEXT NOT NULL DEFAULT ''`);
+      this.#keysColumn = true;
+    }
   }
 
   #kept(meta: RowMeta, now: number): boolean {
@@ -356,24 +367,18 @@ export class History implements MessageSource {
   }
 
   /**
-   * Finds the newest row by binary search over the ring (a full table scan
-   * would read every row at each wake-up). Slot s holds row s + k·size for
-   * the lap k it was last written in; the newest row is where laps change.
+   * Finds the newest row of the stored ring, after re-mapping it when it was
+   * written with another size than the room's now (ring-layout.ts).
    */
-  #findLatest(): void {
-    const rowAt = (slot: number): number =>
-      this.#sql.exec<{ row: number }>(`SELECT row FROM log WHERE slot = ?`, slot).toArray()[0]?.row ?? 0;
-    const zero = rowAt(0);
-    // Slots written after slot 0 in its lap hold zero + slot (or slot itself before the first lap ends).
-    const base = zero;
-    let lo = 0;
-    let hi = this.#size - 1;
-    while (lo < hi) {
-      const mid = (lo + hi + 1) >> 1;
-      if (rowAt(mid) === base + mid) lo = mid;
-      else hi = mid - 1;
+  #openRing(storage: Pick<DurableObjectStorage, "transactionSync">, maxAgeMs: number): void {
+    this.#keysColumn = hasKeysColumn(this.#sql);
+    const stored = storedRing(this.#sql);
+    if (stored === null) return;
+    if (!fitsSize(stored, this.#size)) {
+      storage.transactionSync(() => remapRing(this.#sql, stored, this.#size, Date.now() - maxAgeMs, this.#keysColumn));
+      this.#keysColumn = true;
     }
-    const latest = lo === 0 ? zero : base + lo;
+    const latest = newestRow(this.#sql, this.#size);
     if (latest === 0) return;
     const meta = this.#sql.exec<{ last: number; ts: number }>(`SELECT last, ts FROM log WHERE slot = ?`, latest % this.#size).toArray()[0];
     this.#latestRow = latest;
