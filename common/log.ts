@@ -12,7 +12,9 @@ export type LogEventName =
   | "broadcast"
   | "open_mode"
   /** A room's hook threw or answered something it may not (durable-objects/room/hook-runner.ts). */
-  | "hook_error";
+  | "hook_error"
+  /** The local server's fault tests only: a publish is durable and its answer held (durable-objects/room/fault-hold.ts). */
+  | "fault_hold";
 
 export function logEvent(event: LogEventName, fields: Record<string, unknown>): void {
   const line = JSON.stringify({ event, ...fields });

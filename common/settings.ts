@@ -11,6 +11,7 @@
  * the browser SDK.
  */
 import { logEvent } from "./log";
+import { MAX_HISTORY_MESSAGES, parseHistoryRules, type HistoryRule } from "./retention";
 
 export const DEFAULTS = {
   /** Largest message, bytes of its data as stored JSON text (HTTP body or socket publish). */
@@ -27,6 +28,12 @@ export const DEFAULTS = {
   HISTORY_MAX_MESSAGES: 1000,
   /** Age after which history messages are no longer served, seconds. */
   HISTORY_MAX_AGE_SECONDS: 120,
+  /**
+   * How long a publish's idempotency key (HTTP `Idempotency-Key`, a socket publish's `key`) is
+   * recognised, seconds; 0 = keys are not kept. A key is stored in its message's history row,
+   * so it reaches back at most as far as the room's history does (docs/history.md).
+   */
+  PUBLISH_DEDUPE_SECONDS: 120,
   /** Unacknowledged bytes the room sends a socket before waiting for its ack (0 = no window). */
   WINDOW_BYTES: 1024 * 1024,
   /** Milliseconds a socket may stay behind without acknowledging anything before it is closed with SLOW_CONSUMER. */
@@ -113,6 +120,9 @@ export function frameBytesFor(maxMessageBytes: number): number {
 
 /** Vars whose range is narrower than "a non-negative integer". */
 const BOUNDS: Partial<Record<LimitName, readonly [min: number, max: number]>> = {
+  HISTORY_MAX_MESSAGES: [0, MAX_HISTORY_MESSAGES],
+  // A day: past it a retry is a new publish; broadcasts keep their keys a day on their own.
+  PUBLISH_DEDUPE_SECONDS: [0, 86_400],
   COORDINATOR_SHARDS: [1, MAX_SHARDS],
   BROADCAST_MAX_ROOMS: [1, MAX_BROADCAST_ROOMS],
   // A snapshot lists every member: 1,000 members of up to ~1.3 KB each is already a 1.3 MB frame.
@@ -135,6 +145,8 @@ export interface AccessSettings {
 export interface Settings {
   limits: Limits;
   access: AccessSettings;
+  /** HISTORY_RULES: history bounds by room-name prefix, longest prefix first (common/retention.ts). */
+  historyRules: readonly HistoryRule[];
 }
 
 const cache = new WeakMap<object, Settings>();
@@ -143,7 +155,7 @@ const cache = new WeakMap<object, Settings>();
 export function settingsOf(env: Record<string, unknown>): Settings {
   let settings = cache.get(env);
   if (!settings) {
-    settings = { limits: parseLimits(env), access: parseAccess(env) };
+    settings = { limits: parseLimits(env), access: parseAccess(env), historyRules: parseHistoryRules(env.HISTORY_RULES) };
     cache.set(env, settings);
   }
   return settings;
@@ -155,6 +167,10 @@ export function readLimits(env: Record<string, unknown>): Limits {
 
 export function accessSettings(env: Record<string, unknown>): AccessSettings {
   return settingsOf(env).access;
+}
+
+export function historyRules(env: Record<string, unknown>): readonly HistoryRule[] {
+  return settingsOf(env).historyRules;
 }
 
 /** Origins compare as `scheme://host[:port]`, lower-case, without a trailing slash. */

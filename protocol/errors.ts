@@ -17,6 +17,8 @@ export type ErrorCode =
   | "room_full"
   | "over_capacity"
   | "rate_limited"
+  /** An idempotency key that was already published with another body. */
+  | "conflict"
   | "internal";
 
 /** Every refusal over HTTP is a status with this body. */

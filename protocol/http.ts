@@ -11,6 +11,11 @@ export interface PublishAnswer {
   seq: number;
   /** Sockets the message was sent to live; sockets catching up get it from history a moment later. */
   recipients: number;
+  /**
+   * Present when the request's `Idempotency-Key` was already published with the same body: `seq`
+   * is the first publish's, nothing was sent again and `recipients` is 0.
+   */
+  duplicate?: true;
 }
 
 /** A room's cumulative counters: they survive hibernation and restarts and only grow. */
@@ -47,6 +52,8 @@ export interface RoomStats extends RoomCounterValues {
   members: number;
   seq: number;
   historyOldest: number | null;
+  /** How much history the room keeps: its HISTORY_RULES rule's bounds (`rule`: its prefix), or the defaults (`rule`: null). */
+  retention: { maxMessages: number; maxAgeSeconds: number; rule: string | null };
   /** Sockets catching up from history right now (they receive no live frames until they are level). */
   behind: number;
   /** Sum and maximum of unacknowledged bytes over the sockets. */

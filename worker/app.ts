@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import { isValidRoomName, resumeProblem } from "../protocol";
+import { isValidRoomName, resumeProblem, type PublishAnswer } from "../protocol";
 import { readLimits, type Limits } from "../common/settings";
 import { logEvent } from "../common/log";
 import { utf8Length } from "../common/utf8";
@@ -20,6 +20,7 @@ import { bodyLimits, readBody } from "./request-body";
 import { parsePresencePage } from "./presence-query";
 import { openRoomSocket } from "./placement";
 import { closeRefusedUpgrade } from "./auth/socket-refusal";
+import { parseIdempotencyKey } from "./coordinator/requests";
 
 /** The fan-out app's Hono environment: its bindings, and what its middleware sets for the routes. */
 export type FanoutAppEnv = { Bindings: Env; Variables: { limits: Limits; room: string } };
@@ -147,17 +148,21 @@ export function createFanoutApp(options: FanoutAppOptions = {}): Hono<FanoutAppE
 
   app.post("/rooms/:room/publish", async (c) => {
     const room = c.get("room");
+    const key = parseIdempotencyKey(c.req.header("idempotency-key"));
+    if (!key.ok) return jsonError(c, key.status, key.error, key.message);
     const maxBytes = c.get("limits").MAX_MESSAGE_BYTES;
     const read = await readBody(c.req.raw, bodyLimits(maxBytes));
     if (!read.ok) return jsonError(c, read.status, read.error, read.message);
     const body = decodePublishBody(read.bytes, c.req.header("content-type") ?? null, maxBytes);
     if (!body.ok) return jsonError(c, body.status, body.error, body.message);
     const stub = c.env.ROOMS.get(c.env.ROOMS.idFromName(room));
-    const result = await stub.publish(body.dataJson);
-    // The room counted the refusal; it is answered here without counting it twice.
+    // A retry with the same key is answered with the first publish's seq (docs/history.md#idempotent-publishes).
+    const result = await stub.publish(body.dataJson, key.value === null ? {} : { retryKey: key.value });
+    // The room counted the refusal (a conflicting key's too); it is answered here without counting it twice.
     if ("refused" in result) return refusedPublish(c, result.refused);
+    if (result.duplicate) return c.json({ room, seq: result.seq, recipients: 0, duplicate: true } satisfies PublishAnswer);
     recordPublish(c.env, room, result.recipients, utf8Length(body.dataJson));
-    return c.json({ room, seq: result.seq, recipients: result.recipients });
+    return c.json({ room, seq: result.seq, recipients: result.recipients } satisfies PublishAnswer);
   });
 
   app.all("/rooms/:room/publish", (c) => jsonError(c, 405, "method_not_allowed", "publish with POST", { Allow: "POST" }));

@@ -8,13 +8,14 @@ import {
   type PublishFrame,
   type ServerError,
 } from "../../protocol";
+import { bodyHash } from "../../common/body-hash";
 import { logEvent } from "../../common/log";
 import { utf8Length } from "../../common/utf8";
 import type { RoomCounters } from "./counters";
 import type { Cursor } from "./cursor";
 import type { Delivery } from "./delivery";
 import type { FrameHooks } from "./frame-hooks";
-import type { PublishOutcome } from "./publish-outcome";
+import type { PublishOutcome, RetryKey } from "./publish-outcome";
 import type { RatePolicy, SocketState } from "./socket-state";
 
 /** What client frames need of the object they arrive at. */
@@ -22,9 +23,16 @@ export interface FrameHost {
   /**
    * Publishes a socket's message into the room of `cursor`: the room's own
    * publish path, or, for a socket on a leaf of a sharded room, the root's
-   * (whose beforePublish may refuse).
+   * (whose beforePublish may refuse). `retry` is the frame's idempotency key.
    */
-  publishFrom(cursor: Cursor, dataJson: string): Promise<PublishOutcome>;
+  publishFrom(cursor: Cursor, dataJson: string, retry?: RetryKey): Promise<PublishOutcome>;
+  /**
+   * The answer to a publish whose key was already published (a duplicate, or a
+   * conflict), else null: asked before the hooks run, so that a retry does not
+   * pass them again. An object that forwards publishes (a leaf) leaves it out:
+   * the room asks itself.
+   */
+  retried?(retry: RetryKey): PublishOutcome | null;
   /** The application's hooks for publishes and custom frames. */
   readonly hooks: FrameHooks;
   /** Rewrites a socket's attachment (its last-activity time) so it survives hibernation. */
@@ -143,6 +151,12 @@ export class ClientFrames {
     const socket = cursor.socket;
     let json = dataJson;
     const hooks = this.#host.hooks;
+    // The key and the data as the socket sent them: a retry is recognised before any hook transforms it.
+    const retry: RetryKey | undefined = frame.key === undefined ? undefined : { key: frame.key, bodyHash: bodyHash(dataJson) };
+    if (retry && hooks.checksPublishes) {
+      const prior = this.#host.retried?.(retry) ?? null;
+      if (prior) return this.#published(socket, frame, prior);
+    }
     if (hooks.checksPublishes) {
       const checked = await hooks.checkPublish(dataJson, frame.data, { kind: "socket", socket });
       if (!checked.ok) {
@@ -151,20 +165,25 @@ export class ClientFrames {
       }
       json = checked.dataJson;
     }
-    let seq: number;
+    let outcome: PublishOutcome;
     try {
-      const outcome = await this.#host.publishFrom(cursor, json);
-      // Refused by the root's beforePublish (a socket on a leaf of a sharded room).
-      if ("refused" in outcome) {
-        this.#answer(socket, { type: "error", code: outcome.refused.error, message: outcome.refused.message, id: frame.id });
-        return;
-      }
-      seq = outcome.seq;
+      outcome = await this.#host.publishFrom(cursor, json, retry);
     } catch {
       this.#answer(socket, { type: "error", code: "internal", message: "the message could not be stored", id: frame.id });
       return;
     }
-    const published: PublishedEvent = { type: "published", id: frame.id, seq };
+    this.#published(socket, frame, outcome);
+  }
+
+  /** Answers a publish frame: `published` (with `duplicate` for a key seen before), or the refusal as an `error`. */
+  #published(socket: SocketState, frame: PublishFrame, outcome: PublishOutcome): void {
+    // Refused by the room's beforePublish (the root's, for a socket on a leaf), or a key's conflict.
+    if ("refused" in outcome) {
+      this.#answer(socket, { type: "error", code: outcome.refused.error, message: outcome.refused.message, id: frame.id });
+      return;
+    }
+    const published: PublishedEvent = { type: "published", id: frame.id, seq: outcome.seq };
+    if (outcome.duplicate) published.duplicate = true;
     this.#answer(socket, published);
   }
 

@@ -88,7 +88,8 @@ export class SocketEngine {
       counters,
       { maxFrameBytes: limits.MAX_FRAME_BYTES, maxMessageBytes: limits.MAX_MESSAGE_BYTES, rate: this.#rate },
       {
-        publishFrom: (cursor, dataJson) => host.publishFrom(cursor, dataJson),
+        publishFrom: (cursor, dataJson, retry) => host.publishFrom(cursor, dataJson, retry),
+        retried: host.retried ? (retry) => host.retried?.(retry) ?? null : undefined,
         get hooks() {
           return host.hooks;
         },

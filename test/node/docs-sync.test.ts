@@ -16,8 +16,8 @@ const repo = fileURLToPath(new URL("../../", import.meta.url));
 const read = (path: string) => readFileSync(`${repo}${path}`, "utf8");
 const run = promisify(execFile);
 
-/** Vars and secrets the service reads that are not limits (common/settings.ts, parseAccess). */
-const ACCESS_VARS = ["ALLOWED_ORIGINS"];
+/** Vars the service reads that are not limits (common/settings.ts: parseAccess, and the history rules of common/retention.ts). */
+const ACCESS_VARS = ["ALLOWED_ORIGINS", "HISTORY_RULES"];
 const SECRETS = ["PUBLISH_KEY", "TOKEN_SECRET"];
 
 /** The rows of the first table under `heading` (a whole heading line), as cells keyed by the header's column names. */
