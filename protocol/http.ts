@@ -120,6 +120,30 @@ export interface PresencePage {
   cursor: string | null;
 }
 
+/** One message in a history page: what a socket's `message` event carries, without its receipt tag. */
+export interface HistoryMessage<T = unknown> {
+  seq: number;
+  /** Publish time, ms since the epoch (server clock). */
+  ts: number;
+  data: T;
+}
+
+/** Body of `GET /rooms/{room}/messages` (docs/history.md). */
+export interface HistoryPage<T = unknown> {
+  room: string;
+  /** The history the seqs belong to; a cursor of another epoch is refused with 409 `conflict`. */
+  epoch: string;
+  /** `forward`: oldest first; `backward`: newest first. */
+  direction: "forward" | "backward";
+  messages: HistoryMessage<T>[];
+  /** Pass as `cursor` for the next page; null when the range holds nothing more. */
+  cursor: string | null;
+  /** Seqs of the range that history no longer holds (before its oldest kept message), or null. */
+  lost: { from: number; to: number } | null;
+  /** SQLite rows read for this page (each holds one flush's messages): what the page cost. */
+  rowsRead: number;
+}
+
 /** One live room in a `GET /rooms` answer. */
 export interface RoomListEntry {
   room: string;

@@ -17,6 +17,11 @@ export function roomPublishPath(room: string): string {
   return `/rooms/${encodeURIComponent(room)}/publish`;
 }
 
+/** URL path of a room's history pages. */
+export function roomMessagesPath(room: string): string {
+  return `/rooms/${encodeURIComponent(room)}/messages`;
+}
+
 /** A resume position in a socket URL: `?since=<seq>` (a non-negative integer of at most 15 digits). */
 export const SINCE_PATTERN = /^\d{1,15}$/;
 /** `?epoch=`: the epoch string of a welcome event. */

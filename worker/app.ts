@@ -18,6 +18,7 @@ import { readCoordinatorConfig } from "../common/coordinator-config";
 import { shardOf, shardStub } from "../common/coordinator-shards";
 import { bodyLimits, readBody } from "./request-body";
 import { parsePresencePage } from "./presence-query";
+import { registerHistoryRoutes } from "./history-routes";
 import { openRoomSocket } from "./placement";
 import { closeRefusedUpgrade } from "./auth/socket-refusal";
 import { parseIdempotencyKey } from "./coordinator/requests";
@@ -100,6 +101,7 @@ export function createFanoutApp(options: FanoutAppOptions = {}): Hono<FanoutAppE
   app.use("/rooms", requirePublishKey());
   app.use("/rooms/:room", requirePublishKey());
   app.use("/rooms/:room/presence", requirePublishKey());
+  app.use("/rooms/:room/messages", requirePublishKey());
   app.use("/metrics", requirePublishKey());
   app.use("/rooms/:room/ws", subscribeAccess());
 
@@ -188,6 +190,8 @@ export function createFanoutApp(options: FanoutAppOptions = {}): Hono<FanoutAppE
   });
 
   app.all("/rooms/:room/presence", (c) => jsonError(c, 405, "method_not_allowed", "read presence with GET", { Allow: "GET" }));
+
+  registerHistoryRoutes(app);
 
   return app;
 }

@@ -19,6 +19,7 @@ import type { RoomLeaf } from "../leaf/leaf";
 import type { LeafHistory, LeafMember, LeafReport, LeafStart, LostRange } from "../leaf/rpc";
 import { deepFreeze } from "./connection-data";
 import { History } from "./history";
+import { historyPage, type PageAnswer, type PageQuery } from "./history-pages";
 import { admit } from "./admission";
 import { HookRunner, type RoomHookSet } from "./hook-runner";
 import type { Connection, JsonObject } from "./hooks";
@@ -258,6 +259,14 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     this.requests.reads += 1;
     if (this.#leaves.sharded) return this.#members.page(limit, cursor, this.#connections());
     return this.engine.presence(this.#stream).page(limit, cursor, this.engine.size);
+  }
+
+  /** A page of the room's history (`GET /rooms/{room}/messages`); reads only, so a room that holds nothing stays without storage. */
+  historyPage(query: PageQuery): PageAnswer {
+    this.requests.reads += 1;
+    const answer = historyPage(this.#history, this.#room, query);
+    if (answer.ok) this.counters.rowsRead(answer.rowsRead);
+    return answer;
   }
 
   async stats(): Promise<RoomStats> {
