@@ -19,6 +19,7 @@ import { shardOf, shardStub } from "../common/coordinator-shards";
 import { bodyLimits, readBody } from "./request-body";
 import { parsePresencePage } from "./presence-query";
 import { registerHistoryRoutes } from "./history-routes";
+import { rewindProblem } from "./rewind-query";
 import { openRoomSocket } from "./placement";
 import { closeRefusedUpgrade } from "./auth/socket-refusal";
 import { parseIdempotencyKey } from "./coordinator/requests";
@@ -128,7 +129,8 @@ export function createFanoutApp(options: FanoutAppOptions = {}): Hono<FanoutAppE
     if (c.req.header("upgrade")?.toLowerCase() !== "websocket") {
       return jsonError(c, 426, "upgrade_required", "this endpoint takes a WebSocket upgrade", { Upgrade: "websocket" });
     }
-    const resume = resumeProblem(new URL(c.req.url).searchParams);
+    const query = new URL(c.req.url).searchParams;
+    const resume = resumeProblem(query) ?? rewindProblem(room, query, c.env);
     if (resume !== null) return jsonError(c, 400, "bad_request", resume);
     const admission = admitSocket(room, c.env.LOCAL_ADMIN_TOKEN !== undefined);
     if (admission === "draining") {

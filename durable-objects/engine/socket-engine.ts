@@ -138,7 +138,8 @@ export class SocketEngine {
    * Accepts a socket into `stream`: the welcome, then (for a resume) the
    * messages after `since` from the source, or a `lost` event when the
    * socket's history is not the room's (its epoch changed, or it claims a seq
-   * from the future); then the room's presence.
+   * from the future), or (without `since`, for `?rewind=N`) the last N
+   * messages the source holds; then the room's presence.
    */
   async accept(stream: Stream, admission: Admission): Promise<Response> {
     const pair = new WebSocketPair();
@@ -160,7 +161,7 @@ export class SocketEngine {
     };
     server.send(JSON.stringify(welcome));
     let start = latest;
-    const { since, epoch } = admission.resume;
+    const { since, epoch, rewind } = admission.resume;
     if (since !== null) {
       if ((epoch !== null && epoch !== admission.epoch) || since > latest) {
         const lost: LostEvent = { type: "lost", reason: "epoch", from: 1, to: latest };
@@ -168,9 +169,13 @@ export class SocketEngine {
       } else {
         start = since;
       }
+    } else if (rewind !== null && rewind > 0) {
+      // A new socket that wants the last `rewind` messages: it starts behind, and catch-up
+      // brings them as its acks allow (what history no longer holds is skipped quietly).
+      start = Math.max(0, latest - rewind);
     }
     this.delivery.join(socket);
-    const cursor = this.delivery.follow(socket, stream, start, now);
+    const cursor = this.delivery.follow(socket, stream, start, now, since === null && start < latest);
     // A failed send during catch-up forgets the socket; it is not a member then.
     if (cursor) this.presence(stream).join(cursor);
     await this.sweeper.ensureAlarm();
