@@ -18,12 +18,6 @@ export class Cursor {
   nextRow = 0;
   /** While behind: when the cursor last made progress (fell behind, or an ack released a frame). Null when level. */
   stalledSince: number | null = null;
-  /**
-   * The socket asked to start some messages back (`?rewind=`) and has not been
-   * sent one yet: what history no longer holds of them is skipped without a
-   * `lost` event, since the socket never had them.
-   */
-  rewinding = false;
   /** Presence events of this room were withheld (no room in the window): it gets a fresh snapshot when it has room again. */
   presenceStale = false;
 

@@ -106,10 +106,9 @@ export class Delivery {
    * behind (a resume), in which case catch-up starts at once. Returns the
    * cursor, or null when the socket did not survive catch-up (a failed send).
    */
-  follow(socket: SocketState, stream: Stream, sentSeq: number, now: number, rewinding = false): Cursor | null {
+  follow(socket: SocketState, stream: Stream, sentSeq: number, now: number): Cursor | null {
     this.#streams.add(stream);
     const cursor = new Cursor(socket, stream, socket.cursors.length, sentSeq);
-    cursor.rewinding = rewinding;
     socket.cursors.push(cursor);
     stream.cursors.set(socket.ws, cursor);
     if (sentSeq < stream.flushedSeq) {
@@ -215,10 +214,8 @@ export class Delivery {
       this.#counters.rowsRead(read.rowsRead);
       if (read.lost) {
         const lost: LostEvent = { type: "lost", reason: "history", from: read.lost.from, to: Math.min(read.lost.to, stream.flushedSeq) };
-        if (!cursor.rewinding) {
-          if (!this.#send(socket, JSON.stringify(lost))) return;
-          this.#counters.lost(lost.to - lost.from + 1);
-        }
+        if (!this.#send(socket, JSON.stringify(lost))) return;
+        this.#counters.lost(lost.to - lost.from + 1);
         cursor.sentSeq = lost.to;
       }
       for (let i = 0; i < read.runs.length; ) {
@@ -228,7 +225,6 @@ export class Delivery {
         if (!this.#send(socket, frame.text)) return;
         window.sent(cursor.index, frame.lastSeq, frame.lastTag, frame.bytes);
         cursor.sentSeq = frame.lastSeq;
-        cursor.rewinding = false;
         this.#counters.caughtUp(frame);
       }
       cursor.nextRow = read.nextRow;

@@ -150,32 +150,37 @@ export class SocketEngine {
     server.serializeAttachment(admission.attachment);
     const socket = new SocketState(server, admission.attachment);
     const latest = stream.flushedSeq;
+    const { since, epoch, rewind } = admission.resume;
+    const epochLost = since !== null && ((epoch !== null && epoch !== admission.epoch) || since > latest);
+    let start = latest;
+    if (since !== null) {
+      if (!epochLost) start = since;
+    } else if (rewind !== null && rewind > 0) {
+      // A new socket that wants the last `rewind` messages: it starts behind, and catch-up brings
+      // them as its acks allow. It starts no further back than the source still holds, so it is
+      // told of no loss for messages it never had (a source that cannot say, a leaf's ring, reports
+      // what the room's history no longer holds as `lost`, as for any socket behind).
+      const oldest = stream.source.oldest?.(now) ?? null;
+      start = Math.max(0, latest - rewind, oldest === null ? 0 : oldest - 1);
+    }
+    const rewinding = since === null && start < latest;
     const welcome: WelcomeEvent = {
       type: "welcome",
       room: stream.room,
-      seq: latest,
+      // A rewinding socket is told where its messages start, so that each follows the one before.
+      seq: rewinding ? start : latest,
       epoch: admission.epoch,
       window: this.#limits.WINDOW_BYTES,
       rate: this.#rate,
       maxMessageBytes: this.#limits.MAX_MESSAGE_BYTES,
     };
     server.send(JSON.stringify(welcome));
-    let start = latest;
-    const { since, epoch, rewind } = admission.resume;
-    if (since !== null) {
-      if ((epoch !== null && epoch !== admission.epoch) || since > latest) {
-        const lost: LostEvent = { type: "lost", reason: "epoch", from: 1, to: latest };
-        server.send(JSON.stringify(lost));
-      } else {
-        start = since;
-      }
-    } else if (rewind !== null && rewind > 0) {
-      // A new socket that wants the last `rewind` messages: it starts behind, and catch-up
-      // brings them as its acks allow (what history no longer holds is skipped quietly).
-      start = Math.max(0, latest - rewind);
+    if (epochLost) {
+      const lost: LostEvent = { type: "lost", reason: "epoch", from: 1, to: latest };
+      server.send(JSON.stringify(lost));
     }
     this.delivery.join(socket);
-    const cursor = this.delivery.follow(socket, stream, start, now, since === null && start < latest);
+    const cursor = this.delivery.follow(socket, stream, start, now);
     // A failed send during catch-up forgets the socket; it is not a member then.
     if (cursor) this.presence(stream).join(cursor);
     await this.sweeper.ensureAlarm();

@@ -44,12 +44,15 @@ describe("?rewind=N", () => {
     const five = await open(room, "?rewind=5");
     await until(() => five.events.filter((e) => e.type === "message").length === 5);
     expect(story(five.events)).toEqual([["welcome"], ["message", 16], ["message", 17], ["message", 18], ["message", 19], ["message", 20]]);
+    // The welcome says where its messages start, so each follows the one before (as the SDK checks).
+    expect(five.events[0]).toMatchObject({ type: "welcome", seq: 15 });
     const all = await open(room, "?rewind=100");
     await until(() => all.events.filter((e) => e.type === "message").length === 20);
     expect(all.events.some((e) => e.type === "lost")).toBe(false);
     const none = await open(room, "?rewind=0");
     await until(() => none.events.some((e) => e.type === "presence"));
     expect(story(none.events)).toEqual([["welcome"]]);
+    expect(none.events[0]).toMatchObject({ type: "welcome", seq: 20 });
     for (const s of [five, all, none]) s.ws.close(1000);
   });
 
