@@ -31,6 +31,9 @@ import { costTable, perMillionTable, resourceTable, sourcesList } from "./capaci
 import { shardedFanout, type ShardCosts, type ShardShape } from "./capacity/sharded";
 import { shardCostsFrom } from "./capacity/sharded-inputs";
 import { shardedGrid, shardedSection } from "./capacity/sharded-render";
+import { parseHistoryRules } from "../../common/retention";
+import { parseRoomGroup, retentionCost, type RetentionInputs } from "./capacity/retention";
+import { retentionSection } from "./capacity/retention-render";
 
 const USAGE = `Usage: npm run capacity -- [options]
 
@@ -80,6 +83,13 @@ Sharded room on Cloudflare (docs/sharded-rooms.md); printed with --shard-sockets
   --leaf-budget F        share of a leaf's thread its sends and acks may take when choosing sockets per leaf (default 0.5)
   --send-us US, --push-issue-us US, --push-receive-us US, --rpc-latency-ms MS, --rpc-concurrency N
                          override one per-step cost
+
+History rules (docs/history.md); printed with --rule-rooms:
+  --history-rules JSON   a HISTORY_RULES value, e.g. '[{"prefix":"chat:","maxMessages":10000,"maxAgeSeconds":86400}]'
+  --rule-rooms P=N@R     N rooms whose names start with P, each with R messages/s (repeat; P "*" for the others)
+  --history-max-messages N, --history-max-age S   the defaults rooms without a rule keep (default: DEFAULTS)
+  --key-bytes B          idempotency key bytes per message (default 0: no keys)
+  --dedupe-seconds S     PUBLISH_DEDUPE_SECONDS (default ${DEFAULTS.PUBLISH_DEDUPE_SECONDS})
 
   --json                 machine-readable output
 `;
@@ -138,6 +148,12 @@ function main(): number {
       "push-receive-us": { type: "string" },
       "rpc-latency-ms": { type: "string" },
       "rpc-concurrency": { type: "string" },
+      "history-rules": { type: "string" },
+      "rule-rooms": { type: "string", multiple: true },
+      "history-max-messages": { type: "string" },
+      "history-max-age": { type: "string" },
+      "key-bytes": { type: "string" },
+      "dedupe-seconds": { type: "string" },
       json: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
@@ -253,6 +269,21 @@ function main(): number {
     ? [100_000, 1_000_000].flatMap((n) => [1, 10].map((rate) => shardedFanout(shapeFor(n, rate, shardSockets), shard.costs, CLOUDFLARE_PRICING)))
     : undefined;
 
+  // History rules: what a rule set stores and writes for rooms grouped by prefix.
+  const groups = (values["rule-rooms"] ?? []).map(parseRoomGroup);
+  const retentionInputs: RetentionInputs = {
+    rules: parseHistoryRules(values["history-rules"] ?? ""),
+    defaults: {
+      HISTORY_MAX_MESSAGES: num(values["history-max-messages"], "history-max-messages", DEFAULTS.HISTORY_MAX_MESSAGES),
+      HISTORY_MAX_AGE_SECONDS: num(values["history-max-age"], "history-max-age", DEFAULTS.HISTORY_MAX_AGE_SECONDS),
+    },
+    dedupeSeconds: num(values["dedupe-seconds"], "dedupe-seconds", DEFAULTS.PUBLISH_DEDUPE_SECONDS),
+    payloadBytes: workload.payloadBytes,
+    keyBytes: num(values["key-bytes"], "key-bytes", 0),
+    rowsPerMessage: rows.value,
+  };
+  const retention = groups.length > 0 ? retentionCost(groups, retentionInputs, CLOUDFLARE_PRICING) : undefined;
+
   if (values.json) {
     process.stdout.write(
       `${JSON.stringify(
@@ -272,6 +303,7 @@ function main(): number {
           pricingSources: CLOUDFLARE_PRICING.sources,
           ...(sharded ? { sharded: { ...sharded, shape: { ...sharded.shape, acksPerSocketAt: undefined } }, shardCosts: shard.costs, shardSources: shard.sources } : {}),
           ...(grid ? { shardedGrid: grid.map((r) => ({ ...r, shape: { ...r.shape, acksPerSocketAt: undefined } })) } : {}),
+          ...(retention ? { retention } : {}),
         },
         null,
         2,
@@ -321,6 +353,7 @@ function main(): number {
   out.push(sourcesList("Cloudflare prices used:", CLOUDFLARE_PRICING.sources));
   if (sharded) out.push("", shardedSection(sharded, shard.costs, shard.sources));
   if (grid) out.push("", shardedGrid(grid));
+  if (retention) out.push("", retentionSection(retention, retentionInputs));
   process.stdout.write(`${out.join("\n")}\n`);
   return 0;
 }
