@@ -31,6 +31,9 @@ import { costTable, perMillionTable, resourceTable, sourcesList } from "./capaci
 import { shardedFanout, type ShardCosts, type ShardShape, type ShardedFanout } from "./capacity/sharded";
 import { shardCostsFrom } from "./capacity/sharded-inputs";
 import { shardedGrid, shardedSection } from "./capacity/sharded-render";
+import { parseHistoryRules } from "../../common/retention";
+import { parseRoomGroup, retentionCost, type RetentionInputs } from "./capacity/retention";
+import { retentionSection } from "./capacity/retention-render";
 
 const USAGE = `Usage: npm run capacity -- [options]
 
@@ -81,6 +84,13 @@ only the sharded room (its bill replaces the model of --connections above):
   --leaf-budget F        share of a leaf's thread its sends and acks may take when choosing sockets per leaf (default 0.5)
   --send-us US, --push-issue-us US, --push-receive-us US, --rpc-latency-ms MS, --rpc-concurrency N
                          override one per-step cost
+
+History rules (docs/history.md); printed with --rule-rooms:
+  --history-rules JSON   a HISTORY_RULES value, e.g. '[{"prefix":"chat:","maxMessages":10000,"maxAgeSeconds":86400}]'
+  --rule-rooms P=N@R     N rooms whose names start with P, each with R messages/s (repeat; P "*" for the others)
+  --history-max-messages N, --history-max-age S   the defaults rooms without a rule keep (default: DEFAULTS)
+  --key-bytes B          idempotency key bytes per message (default 0: no keys)
+  --dedupe-seconds S     PUBLISH_DEDUPE_SECONDS (default ${DEFAULTS.PUBLISH_DEDUPE_SECONDS})
 
   --json                 machine-readable output
 `;
@@ -139,6 +149,12 @@ function main(): number {
       "push-receive-us": { type: "string" },
       "rpc-latency-ms": { type: "string" },
       "rpc-concurrency": { type: "string" },
+      "history-rules": { type: "string" },
+      "rule-rooms": { type: "string", multiple: true },
+      "history-max-messages": { type: "string" },
+      "history-max-age": { type: "string" },
+      "key-bytes": { type: "string" },
+      "dedupe-seconds": { type: "string" },
       json: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
@@ -253,6 +269,31 @@ function main(): number {
   const grid = values["sharded-grid"]
     ? [100_000, 1_000_000].flatMap((n) => [1, 10].map((rate) => shardedFanout(shapeFor(n, rate, shardSockets), shard.costs, CLOUDFLARE_PRICING)))
     : undefined;
+
+  // History rules: what a rule set stores and writes for rooms grouped by prefix.
+  const groups = (values["rule-rooms"] ?? []).map(parseRoomGroup);
+  const retentionInputs: RetentionInputs = {
+    rules: parseHistoryRules(values["history-rules"] ?? ""),
+    defaults: {
+      HISTORY_MAX_MESSAGES: num(values["history-max-messages"], "history-max-messages", DEFAULTS.HISTORY_MAX_MESSAGES),
+      HISTORY_MAX_AGE_SECONDS: num(values["history-max-age"], "history-max-age", DEFAULTS.HISTORY_MAX_AGE_SECONDS),
+    },
+    dedupeSeconds: num(values["dedupe-seconds"], "dedupe-seconds", DEFAULTS.PUBLISH_DEDUPE_SECONDS),
+    payloadBytes: workload.payloadBytes,
+    keyBytes: num(values["key-bytes"], "key-bytes", 0),
+    rowsPerMessage: rows.value,
+  };
+  const retention = groups.length > 0 ? retentionCost(groups, retentionInputs, CLOUDFLARE_PRICING) : undefined;
+
+  // A rule set's history is its own question too: what those groups of rooms store and write.
+  if (retention && !wantSharded) {
+    if (values.json) {
+      process.stdout.write(`${JSON.stringify({ retention }, null, 2)}\n`);
+      return 0;
+    }
+    process.stdout.write(`${retentionSection(retention, retentionInputs)}\n(the rooms of --rule-rooms under --history-rules; without --rule-rooms the tool models --connections in rooms of --room-size)\n`);
+    return 0;
+  }
 
   // A sharded room is its own question, with its own bill: the many-rooms
   // model of --connections would answer another one beside it.
