@@ -2,6 +2,8 @@
 //   dist/sdk.js            minified ESM bundle (browsers, Node 20+)
 //   dist/react.js          the React hook (`@edge-fanout/client/react`), importing
 //                          react and ./sdk.js rather than bundling them
+//   dist/history.js        history pages over HTTP for back ends (`@edge-fanout/client/history`),
+//                          apart so the browser bundle does not carry them
 //   dist/types/*.d.ts      type declarations (with the protocol's in dist/types/protocol/)
 //   dist/sdk.generated.ts  the bundle and the demo page as string constants,
 //                          imported by the worker so it can serve them
@@ -47,8 +49,11 @@ const react = (
   await build({ ...common, entryPoints: [join(root, "src/react.ts")], external: ["react"], plugins: [coreAsSibling] })
 ).outputFiles[0].text;
 
+const history = (await build({ ...common, entryPoints: [join(root, "src/history.ts")] })).outputFiles[0].text;
+
 await writeFile(join(dist, "sdk.js"), sdk);
 await writeFile(join(dist, "react.js"), react);
+await writeFile(join(dist, "history.js"), history);
 
 const demo = await readFile(join(root, "demo.html"), "utf8");
 await writeFile(
@@ -60,7 +65,7 @@ await writeFile(
 
 if (!process.argv.includes("--no-types")) {
   const ts = (await import("typescript")).default;
-  const program = ts.createProgram([join(root, "src/index.ts"), join(root, "src/react.ts")], {
+  const program = ts.createProgram([join(root, "src/index.ts"), join(root, "src/react.ts"), join(root, "src/history.ts")], {
     target: ts.ScriptTarget.ES2022,
     module: ts.ModuleKind.ES2022,
     moduleResolution: ts.ModuleResolutionKind.Bundler,
@@ -106,6 +111,7 @@ async function onlyWhat(names) {
 const measured = [
   ["client-sdk/dist/sdk.js", sdk],
   ["client-sdk/dist/react.js", react],
+  ["client-sdk/dist/history.js", history],
   ["RoomClient alone, tree-shaken", await onlyWhat("RoomClient")],
   ["FanoutClient alone, tree-shaken", await onlyWhat("FanoutClient")],
 ];

@@ -15,7 +15,9 @@ export type LogEventName =
   | "hook_error"
   /** A webhook request failed and will be retried, or events became dead letters (docs/webhooks.md). */
   | "webhook_failed"
-  | "webhook_dead_letter";
+  | "webhook_dead_letter"
+  /** The local server's fault tests only: a publish is durable and its answer held (durable-objects/room/fault-hold.ts). */
+  | "fault_hold";
 
 export function logEvent(event: LogEventName, fields: Record<string, unknown>): void {
   const line = JSON.stringify({ event, ...fields });

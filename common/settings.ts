@@ -12,6 +12,7 @@
  */
 import { DEFAULT_WEBHOOK_EVENTS, WEBHOOK_EVENT_TYPES, type WebhookEventType } from "../protocol/webhooks.js";
 import { logEvent } from "./log";
+import { MAX_HISTORY_MESSAGES, parseHistoryRules, type HistoryRule } from "./retention";
 
 export const DEFAULTS = {
   /** Largest message, bytes of its data as stored JSON text (HTTP body or socket publish). */
@@ -28,6 +29,12 @@ export const DEFAULTS = {
   HISTORY_MAX_MESSAGES: 1000,
   /** Age after which history messages are no longer served, seconds. */
   HISTORY_MAX_AGE_SECONDS: 120,
+  /**
+   * How long a publish's idempotency key (HTTP `Idempotency-Key`, a socket publish's `key`) is
+   * recognised, seconds; 0 = keys are not kept. A key is stored in its message's history row,
+   * so it reaches back at most as far as the room's history does (docs/history.md).
+   */
+  PUBLISH_DEDUPE_SECONDS: 120,
   /** Unacknowledged bytes the room sends a socket before waiting for its ack (0 = no window). */
   WINDOW_BYTES: 1024 * 1024,
   /** Milliseconds a socket may stay behind without acknowledging anything before it is closed with SLOW_CONSUMER. */
@@ -139,6 +146,9 @@ export function frameBytesFor(maxMessageBytes: number): number {
 
 /** Vars whose range is narrower than "a non-negative integer". */
 const BOUNDS: Partial<Record<LimitName, readonly [min: number, max: number]>> = {
+  HISTORY_MAX_MESSAGES: [0, MAX_HISTORY_MESSAGES],
+  // A day: past it a retry is a new publish; broadcasts keep their keys a day on their own.
+  PUBLISH_DEDUPE_SECONDS: [0, 86_400],
   COORDINATOR_SHARDS: [1, MAX_SHARDS],
   BROADCAST_MAX_ROOMS: [1, MAX_BROADCAST_ROOMS],
   // A snapshot lists every member: 1,000 members of up to ~1.3 KB each is already a 1.3 MB frame.
@@ -178,8 +188,8 @@ export interface WebhookSettings {
   messagePrefix: string | null;
 }
 
-/** Text vars the service reads besides the limits and the secrets (docs/protocol.md, docs/webhooks.md). */
-export const TEXT_VARS = ["ALLOWED_ORIGINS", "WEBHOOK_URL", "WEBHOOK_EVENTS", "WEBHOOK_MESSAGE_PREFIX"] as const;
+/** Text vars the service reads besides the limits and the secrets (docs/protocol.md, docs/webhooks.md, docs/history.md). */
+export const TEXT_VARS = ["ALLOWED_ORIGINS", "HISTORY_RULES", "WEBHOOK_URL", "WEBHOOK_EVENTS", "WEBHOOK_MESSAGE_PREFIX"] as const;
 /** Secrets: `wrangler secret put`, never vars. */
 export const SECRET_VARS = ["PUBLISH_KEY", "TOKEN_SECRET", "WEBHOOK_SECRET"] as const;
 
@@ -188,6 +198,8 @@ export interface Settings {
   access: AccessSettings;
   /** Null when WEBHOOK_URL is not set (or not a usable URL): rooms record nothing. */
   webhooks: WebhookSettings | null;
+  /** HISTORY_RULES: history bounds by room-name prefix, longest prefix first (common/retention.ts). */
+  historyRules: readonly HistoryRule[];
 }
 
 const cache = new WeakMap<object, Settings>();
@@ -196,7 +208,7 @@ const cache = new WeakMap<object, Settings>();
 export function settingsOf(env: Record<string, unknown>): Settings {
   let settings = cache.get(env);
   if (!settings) {
-    settings = { limits: parseLimits(env), access: parseAccess(env), webhooks: parseWebhooks(env) };
+    settings = { limits: parseLimits(env), access: parseAccess(env), webhooks: parseWebhooks(env), historyRules: parseHistoryRules(env.HISTORY_RULES) };
     cache.set(env, settings);
   }
   return settings;
@@ -212,6 +224,10 @@ export function accessSettings(env: Record<string, unknown>): AccessSettings {
 
 export function webhookSettings(env: Record<string, unknown>): WebhookSettings | null {
   return settingsOf(env).webhooks;
+}
+
+export function historyRules(env: Record<string, unknown>): readonly HistoryRule[] {
+  return settingsOf(env).historyRules;
 }
 
 /** Origins compare as `scheme://host[:port]`, lower-case, without a trailing slash. */

@@ -21,6 +21,8 @@ export type ErrorCode =
   | "too_many_rooms"
   /** A multiplexed connection named a room it does not follow. */
   | "not_subscribed"
+  /** An idempotency key that was already published with another body. */
+  | "conflict"
   | "internal";
 
 /** Every refusal over HTTP is a status with this body. */

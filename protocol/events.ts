@@ -106,6 +106,8 @@ export interface PublishedEvent {
   /** The client's correlation id, echoed back. */
   id?: string;
   seq: number;
+  /** Present when the publish's `key` was already published: `seq` is the first publish's, and nothing was sent again. */
+  duplicate?: true;
 }
 
 /** A client frame was refused without closing the socket (type `error`). */

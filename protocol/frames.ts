@@ -21,6 +21,11 @@ export interface PublishFrame {
   type: "publish";
   data: unknown;
   id?: string;
+  /**
+   * An idempotency key: a publish sent again with the same key (after a reconnect, say) is
+   * answered with the first one's seq and not published twice. 1-128 visible ASCII characters.
+   */
+  key?: string;
 }
 
 /**
@@ -41,6 +46,15 @@ export type ClientFrame = AckFrame | PublishFrame | CustomClientFrame;
 export const MAX_TAG = 0xffff_ffff;
 /** Longest correlation id a frame may carry. */
 export const MAX_FRAME_ID_LENGTH = 128;
+/**
+ * Idempotency keys (a publish frame's `key`, the `Idempotency-Key` header of HTTP publishes
+ * and broadcasts): 1-128 visible ASCII characters, no spaces.
+ */
+export const IDEMPOTENCY_KEY_PATTERN = /^[\x21-\x7e]{1,128}$/;
+
+export function isIdempotencyKey(value: unknown): value is string {
+  return typeof value === "string" && IDEMPOTENCY_KEY_PATTERN.test(value);
+}
 
 export type ParseResult<T> = { ok: true; value: T } | { ok: false; error: string };
 
@@ -85,8 +99,10 @@ export function parseClientFrame(text: string): ParseResult<ClientFrame> {
     case "publish": {
       if (!("data" in value) || value.data === undefined) return { ok: false, error: "publish.data is required" };
       if (!isFrameId(value.id)) return { ok: false, error: `publish.id must be a string of at most ${MAX_FRAME_ID_LENGTH} characters` };
+      if (value.key !== undefined && !isIdempotencyKey(value.key)) return { ok: false, error: "publish.key must be 1-128 visible ASCII characters" };
       const frame: PublishFrame = { type: "publish", data: value.data };
       if (typeof value.id === "string") frame.id = value.id;
+      if (typeof value.key === "string") frame.key = value.key;
       return { ok: true, value: frame };
     }
     default:

@@ -12,6 +12,11 @@ export interface PublishAnswer {
   seq: number;
   /** Sockets the message was sent to live; sockets catching up get it from history a moment later. */
   recipients: number;
+  /**
+   * Present when the request's `Idempotency-Key` was already published with the same body: `seq`
+   * is the first publish's, nothing was sent again and `recipients` is 0.
+   */
+  duplicate?: true;
 }
 
 /** A room's cumulative counters: they survive hibernation and restarts and only grow. */
@@ -59,6 +64,8 @@ export interface RoomStats extends RoomCounterValues {
   members: number;
   seq: number;
   historyOldest: number | null;
+  /** How much history the room keeps: its HISTORY_RULES rule's bounds (`rule`: its prefix), or the defaults (`rule`: null). */
+  retention: { maxMessages: number; maxAgeSeconds: number; rule: string | null };
   /** Sockets catching up from history right now (they receive no live frames until they are level). */
   behind: number;
   /** Sum and maximum of unacknowledged bytes over the sockets. */
@@ -132,6 +139,30 @@ export interface PresencePage {
   members: PresenceMember[];
   /** Pass as `cursor` for the next page; null on the last page. */
   cursor: string | null;
+}
+
+/** One message in a history page: what a socket's `message` event carries, without its receipt tag. */
+export interface HistoryMessage<T = unknown> {
+  seq: number;
+  /** Publish time, ms since the epoch (server clock). */
+  ts: number;
+  data: T;
+}
+
+/** Body of `GET /rooms/{room}/messages` (docs/history.md). */
+export interface HistoryPage<T = unknown> {
+  room: string;
+  /** The history the seqs belong to; a cursor of another epoch is refused with 409 `conflict`. */
+  epoch: string;
+  /** `forward`: oldest first; `backward`: newest first. */
+  direction: "forward" | "backward";
+  messages: HistoryMessage<T>[];
+  /** Pass as `cursor` for the next page; null when the range holds nothing more. */
+  cursor: string | null;
+  /** Seqs of the range that history no longer holds (before its oldest kept message), or null. */
+  lost: { from: number; to: number } | null;
+  /** SQLite rows read for this page (each holds one flush's messages): what the page cost. */
+  rowsRead: number;
 }
 
 /** One live room in a `GET /rooms` answer. */

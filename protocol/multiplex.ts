@@ -8,7 +8,7 @@
  */
 import type { ErrorCode } from "./errors.js";
 import type { CustomType, LostEvent, PresenceEvent, PublishedEvent, ServerError, ServerMessage } from "./events.js";
-import { frameObject, MAX_FRAME_ID_LENGTH, MAX_TAG, type ParseResult } from "./frames.js";
+import { frameObject, isIdempotencyKey, MAX_FRAME_ID_LENGTH, MAX_TAG, type ParseResult } from "./frames.js";
 import { isValidRoomName } from "./rooms.js";
 
 // ---------------------------------------------------------------------------
@@ -116,6 +116,8 @@ export interface RoomPublishFrame {
   room: string;
   data: unknown;
   id?: string;
+  /** An idempotency key, as a single-room publish frame's `key` (docs/history.md#idempotent-publishes). */
+  key?: string;
 }
 
 /** A fresh token for the connection: its grants replace the old ones without reconnecting. */
@@ -182,9 +184,13 @@ export function parseMultiplexFrame(text: string): ParseResult<MultiplexClientFr
         return { ok: false, error: "ack.tag must be the tag of the message named by seq" };
       }
       return { ok: true, value: { type: "ack", room, seq: value.seq, tag: value.tag } };
-    case "publish":
+    case "publish": {
       if (!("data" in value) || value.data === undefined) return { ok: false, error: "publish.data is required" };
-      return { ok: true, value: { type: "publish", room, data: value.data, ...id } };
+      if (value.key !== undefined && !isIdempotencyKey(value.key)) return { ok: false, error: "publish.key must be 1-128 visible ASCII characters" };
+      const frame: RoomPublishFrame = { type: "publish", room, data: value.data, ...id };
+      if (typeof value.key === "string") frame.key = value.key;
+      return { ok: true, value: frame };
+    }
     default:
       return { ok: false, error: `unknown frame type ${JSON.stringify(String(value.type))}` };
   }

@@ -17,20 +17,34 @@ export function roomPublishPath(room: string): string {
   return `/rooms/${encodeURIComponent(room)}/publish`;
 }
 
+/** URL path of a room's history pages. */
+export function roomMessagesPath(room: string): string {
+  return `/rooms/${encodeURIComponent(room)}/messages`;
+}
+
 /** A resume position in a socket URL: `?since=<seq>` (a non-negative integer of at most 15 digits). */
 export const SINCE_PATTERN = /^\d{1,15}$/;
 /** `?epoch=`: the epoch string of a welcome event. */
 export const EPOCH_PATTERN = /^[A-Za-z0-9-]{1,64}$/;
+/** `?rewind=N`: start N messages back (a non-negative integer; the server bounds it by what the room keeps). */
+export const REWIND_PATTERN = /^\d{1,6}$/;
 
 /** A URL's query parameters, as URLSearchParams has them (without needing the DOM's types). */
 export interface QueryParams {
   get(name: string): string | null;
 }
 
-/** Where a socket asks to resume: after `since`, in the history named `epoch` (null when it did not say). */
+/**
+ * Where a socket asks to resume: after `since`, in the history named `epoch`
+ * (null when it did not say); or, without `since`, `rewind` messages back
+ * from the newest. With `since`, `rewind` is ignored: a client that resumes
+ * knows where it is, and one that opened with `?rewind=` keeps it in its URL
+ * when it reconnects.
+ */
 export interface ResumePoint {
   since: number | null;
   epoch: string | null;
+  rewind: number | null;
 }
 
 /**
@@ -41,9 +55,11 @@ export interface ResumePoint {
 export function resumePointOf(query: QueryParams): ResumePoint {
   const since = query.get("since");
   const epoch = query.get("epoch");
+  const rewind = query.get("rewind");
   return {
     since: since !== null && SINCE_PATTERN.test(since) ? Number(since) : null,
     epoch: epoch !== null && EPOCH_PATTERN.test(epoch) ? epoch : null,
+    rewind: rewind !== null && REWIND_PATTERN.test(rewind) ? Number(rewind) : null,
   };
 }
 
@@ -53,5 +69,7 @@ export function resumeProblem(query: QueryParams): string | null {
   if (since !== null && !SINCE_PATTERN.test(since)) return "since must be a non-negative integer";
   const epoch = query.get("epoch");
   if (epoch !== null && !EPOCH_PATTERN.test(epoch)) return "epoch must be the epoch string from a welcome event";
+  const rewind = query.get("rewind");
+  if (rewind !== null && !REWIND_PATTERN.test(rewind)) return "rewind must be a number of messages (a non-negative integer)";
   return null;
 }

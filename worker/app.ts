@@ -1,5 +1,5 @@
 import { Hono, type Context } from "hono";
-import { isValidRoomName, MULTIPLEX_PATH, resumeProblem } from "../protocol";
+import { isValidRoomName, MULTIPLEX_PATH, resumeProblem, type PublishAnswer } from "../protocol";
 import { readLimits, type Limits } from "../common/settings";
 import { logEvent } from "../common/log";
 import { utf8Length } from "../common/utf8";
@@ -18,9 +18,12 @@ import { readCoordinatorConfig } from "../common/coordinator-config";
 import { shardOf, shardStub } from "../common/coordinator-shards";
 import { bodyLimits, readBody } from "./request-body";
 import { parsePresencePage } from "./presence-query";
+import { registerHistoryRoutes } from "./history-routes";
+import { rewindProblem } from "./rewind-query";
 import { openRoomSocket } from "./placement";
 import { openConnection } from "./hub-placement";
 import { closeRefusedUpgrade } from "./auth/socket-refusal";
+import { parseIdempotencyKey } from "./coordinator/requests";
 
 /** The fan-out app's Hono environment: its bindings, and what its middleware sets for the routes. */
 export type FanoutAppEnv = { Bindings: Env; Variables: { limits: Limits; room: string } };
@@ -119,6 +122,7 @@ export function createFanoutApp(options: FanoutAppOptions = {}): Hono<FanoutAppE
   app.use("/rooms", requirePublishKey());
   app.use("/rooms/:room", requirePublishKey());
   app.use("/rooms/:room/presence", requirePublishKey());
+  app.use("/rooms/:room/messages", requirePublishKey());
   app.use("/metrics", requirePublishKey());
   app.use("/rooms/:room/ws", subscribeAccess());
   app.use(MULTIPLEX_PATH, connectionAccess());
@@ -159,7 +163,8 @@ export function createFanoutApp(options: FanoutAppOptions = {}): Hono<FanoutAppE
     if (c.req.header("upgrade")?.toLowerCase() !== "websocket") {
       return jsonError(c, 426, "upgrade_required", "this endpoint takes a WebSocket upgrade", { Upgrade: "websocket" });
     }
-    const resume = resumeProblem(new URL(c.req.url).searchParams);
+    const query = new URL(c.req.url).searchParams;
+    const resume = resumeProblem(query) ?? rewindProblem(room, query, c.env);
     if (resume !== null) return jsonError(c, 400, "bad_request", resume);
     const refused = admissionRefusal(c, room);
     if (refused) return refused;
@@ -171,17 +176,21 @@ export function createFanoutApp(options: FanoutAppOptions = {}): Hono<FanoutAppE
 
   app.post("/rooms/:room/publish", async (c) => {
     const room = c.get("room");
+    const key = parseIdempotencyKey(c.req.header("idempotency-key"));
+    if (!key.ok) return jsonError(c, key.status, key.error, key.message);
     const maxBytes = c.get("limits").MAX_MESSAGE_BYTES;
     const read = await readBody(c.req.raw, bodyLimits(maxBytes));
     if (!read.ok) return jsonError(c, read.status, read.error, read.message);
     const body = decodePublishBody(read.bytes, c.req.header("content-type") ?? null, maxBytes);
     if (!body.ok) return jsonError(c, body.status, body.error, body.message);
     const stub = c.env.ROOMS.get(c.env.ROOMS.idFromName(room));
-    const result = await stub.publish(body.dataJson);
-    // The room counted the refusal; it is answered here without counting it twice.
+    // A retry with the same key is answered with the first publish's seq (docs/history.md#idempotent-publishes).
+    const result = await stub.publish(body.dataJson, key.value === null ? {} : { retryKey: key.value });
+    // The room counted the refusal (a conflicting key's too); it is answered here without counting it twice.
     if ("refused" in result) return refusedPublish(c, result.refused);
+    if (result.duplicate) return c.json({ room, seq: result.seq, recipients: 0, duplicate: true } satisfies PublishAnswer);
     recordPublish(c.env, room, result.recipients, utf8Length(body.dataJson));
-    return c.json({ room, seq: result.seq, recipients: result.recipients });
+    return c.json({ room, seq: result.seq, recipients: result.recipients } satisfies PublishAnswer);
   });
 
   app.all("/rooms/:room/publish", (c) => jsonError(c, 405, "method_not_allowed", "publish with POST", { Allow: "POST" }));
@@ -207,6 +216,8 @@ export function createFanoutApp(options: FanoutAppOptions = {}): Hono<FanoutAppE
   });
 
   app.all("/rooms/:room/presence", (c) => jsonError(c, 405, "method_not_allowed", "read presence with GET", { Allow: "GET" }));
+
+  registerHistoryRoutes(app);
 
   return app;
 }

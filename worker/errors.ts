@@ -28,6 +28,7 @@ const REFUSED_PUBLISH_STATUS: Readonly<Record<PublishRefused["error"], Contentfu
   forbidden: 403,
   rate_limited: 429,
   too_large: 413,
+  conflict: 409,
   internal: 500,
 };
 

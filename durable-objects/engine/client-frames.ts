@@ -11,13 +11,14 @@ import {
   type UnsubscribeFrame,
   type ServerError,
 } from "../../protocol";
+import { bodyHash } from "../../common/body-hash";
 import { logEvent } from "../../common/log";
 import { utf8Length } from "../../common/utf8";
 import type { RoomCounters } from "./counters";
 import type { Cursor } from "./cursor";
 import type { Delivery } from "./delivery";
 import type { FrameHooks } from "./frame-hooks";
-import type { PublishOutcome } from "./publish-outcome";
+import type { PublishOutcome, RetryKey } from "./publish-outcome";
 import type { RatePolicy, SocketState } from "./socket-state";
 
 /** What client frames need of the object they arrive at. */
@@ -25,9 +26,16 @@ export interface FrameHost {
   /**
    * Publishes a socket's message into the room of `cursor`: the room's own
    * publish path, or, for a socket on a leaf of a sharded room, the root's
-   * (whose beforePublish may refuse).
+   * (whose beforePublish may refuse). `retry` is the frame's idempotency key.
    */
-  publishFrom(cursor: Cursor, dataJson: string): Promise<PublishOutcome>;
+  publishFrom(cursor: Cursor, dataJson: string, retry?: RetryKey): Promise<PublishOutcome>;
+  /**
+   * The answer to a publish whose key was already published (a duplicate, or a
+   * conflict), else null: asked before the hooks run, so that a retry does not
+   * pass them again. An object that forwards publishes (a leaf) leaves it out:
+   * the room asks itself.
+   */
+  retried?(retry: RetryKey): PublishOutcome | null;
   /** The application's hooks for publishes and custom frames. */
   readonly hooks: FrameHooks;
   /** Rewrites a socket's attachment (its last-activity time) so it survives hibernation. */
@@ -137,7 +145,7 @@ export class ClientFrames {
         this.#error(socket, { type: "error", code: "forbidden", message: "this socket may not publish", id: frame.id });
         return;
       }
-      await this.#publishChecked(cursor, frame.data, frame.id);
+      await this.#publishChecked(cursor, frame.data, frame.id, frame.key);
     } catch (error) {
       logEvent("error", { room: this.#host.name(), socket: socket.attachment.id, where: "message", error: String(error) });
       this.#delivery.close(ws, CloseCode.INTERNAL_ERROR, "internal error");
@@ -178,7 +186,7 @@ export class ClientFrames {
           this.#error(socket, { type: "error", room: frame.room, code: "forbidden", message: "this connection may not publish into this room", id: frame.id });
           return;
         }
-        return this.#publishChecked(cursor, frame.data, frame.id);
+        return this.#publishChecked(cursor, frame.data, frame.id, frame.key);
       }
     }
   }
@@ -190,7 +198,7 @@ export class ClientFrames {
   }
 
   /** A publish within the frame budget and the socket's rights: sized, then passed through the hooks in order when they watch. */
-  async #publishChecked(cursor: Cursor, data: unknown, id: string | undefined): Promise<void> {
+  async #publishChecked(cursor: Cursor, data: unknown, id: string | undefined, key: string | undefined): Promise<void> {
     const socket = cursor.socket;
     const dataJson = JSON.stringify(data);
     const bytes = utf8Length(dataJson);
@@ -199,15 +207,21 @@ export class ClientFrames {
       this.#error(socket, cursor.stream.label({ type: "error", code: "too_large", message: `the message is ${bytes} bytes as JSON, over the limit of ${this.#limits.maxMessageBytes}`, id }));
       return;
     }
-    if (this.#host.hooks.ordersFrames) return await this.#inOrder(socket, id, () => this.#publish(cursor, data, dataJson, id));
-    await this.#publish(cursor, data, dataJson, id);
+    if (this.#host.hooks.ordersFrames) return await this.#inOrder(socket, id, () => this.#publish(cursor, data, dataJson, id, key));
+    await this.#publish(cursor, data, dataJson, id, key);
   }
 
-  async #publish(cursor: Cursor, data: unknown, dataJson: string, id: string | undefined): Promise<void> {
+  async #publish(cursor: Cursor, data: unknown, dataJson: string, id: string | undefined, key: string | undefined): Promise<void> {
     const socket = cursor.socket;
     const stream = cursor.stream;
     let json = dataJson;
     const hooks = this.#host.hooks;
+    // The key and the data as the socket sent them: a retry is recognised before any hook transforms it.
+    const retry: RetryKey | undefined = key === undefined ? undefined : { key, bodyHash: bodyHash(dataJson) };
+    if (retry && hooks.checksPublishes) {
+      const prior = this.#host.retried?.(retry) ?? null;
+      if (prior) return this.#published(cursor, id, prior);
+    }
     if (hooks.checksPublishes) {
       const checked = await hooks.checkPublish(dataJson, data, { kind: "socket", socket });
       if (!checked.ok) {
@@ -216,21 +230,27 @@ export class ClientFrames {
       }
       json = checked.dataJson;
     }
-    let seq: number;
+    let outcome: PublishOutcome;
     try {
-      const outcome = await this.#host.publishFrom(cursor, json);
-      // Refused by the root's beforePublish (a socket on another object of the room).
-      if ("refused" in outcome) {
-        this.#answer(socket, stream.label({ type: "error", code: outcome.refused.error, message: outcome.refused.message, id }));
-        return;
-      }
-      seq = outcome.seq;
+      outcome = await this.#host.publishFrom(cursor, json, retry);
     } catch {
       this.#answer(socket, stream.label({ type: "error", code: "internal", message: "the message could not be stored", id }));
       return;
     }
-    const published: PublishedEvent = { type: "published", id, seq };
-    this.#answer(socket, stream.label(published));
+    this.#published(cursor, id, outcome);
+  }
+
+  /** Answers a publish frame: `published` (with `duplicate` for a key seen before), or the refusal as an `error`. */
+  #published(cursor: Cursor, id: string | undefined, outcome: PublishOutcome): void {
+    const socket = cursor.socket;
+    // Refused by the room's beforePublish (the root's, for a socket on a leaf), or a key's conflict.
+    if ("refused" in outcome) {
+      this.#answer(socket, cursor.stream.label({ type: "error", code: outcome.refused.error, message: outcome.refused.message, id }));
+      return;
+    }
+    const published: PublishedEvent = { type: "published", id, seq: outcome.seq };
+    if (outcome.duplicate) published.duplicate = true;
+    this.#answer(socket, cursor.stream.label(published));
   }
 
   async #custom(socket: SocketState, frame: CustomClientFrame): Promise<void> {

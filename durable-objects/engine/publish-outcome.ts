@@ -18,8 +18,15 @@ export interface PublishResult {
  * gets an `error` event with it.
  */
 export interface PublishRefused {
-  error: "bad_request" | "forbidden" | "rate_limited" | "too_large" | "internal";
+  /** `conflict`: the publish's idempotency key was already published with another body (no hook gives it). */
+  error: "bad_request" | "forbidden" | "rate_limited" | "too_large" | "conflict" | "internal";
   message: string;
+}
+
+/** A publish's idempotency key as a socket sent it, with a hash of its data as sent (common/body-hash.ts). */
+export interface RetryKey {
+  key: string;
+  bodyHash: string;
 }
 
 /** What a publish came to: published (or recognised as a duplicate), or refused by the room's hook. */

@@ -99,7 +99,8 @@ export class SocketEngine {
       counters,
       { maxFrameBytes: limits.MAX_FRAME_BYTES, maxMessageBytes: limits.MAX_MESSAGE_BYTES, rate: this.#rate },
       {
-        publishFrom: (cursor, dataJson) => host.publishFrom(cursor, dataJson),
+        publishFrom: (cursor, dataJson, retry) => host.publishFrom(cursor, dataJson, retry),
+        retried: host.retried ? (retry) => host.retried?.(retry) ?? null : undefined,
         get hooks() {
           return host.hooks;
         },
@@ -160,14 +161,27 @@ export class SocketEngine {
    * Accepts a socket into `stream`: the welcome, then (for a resume) the
    * messages after `since` from the source, or a `lost` event when the
    * socket's history is not the room's (its epoch changed, or it claims a seq
-   * from the future); then the room's presence.
+   * from the future), or (without `since`, for `?rewind=N`) the last N
+   * messages the source holds; then the room's presence.
    */
   async accept(stream: Stream, admission: Admission): Promise<Response> {
     const { socket, client } = this.#open(admission.attachment);
+    const latest = stream.flushedSeq;
+    const { since, rewind } = admission.resume;
+    let rewindStart: number | null = null;
+    if (since === null && rewind !== null && rewind > 0) {
+      // A new socket that wants the last `rewind` messages: it starts behind, and catch-up brings
+      // them as its acks allow. It starts no further back than the source still holds, so it is
+      // told of no loss for messages it never had (a source that cannot say, a leaf's ring, reports
+      // what the room's history no longer holds as `lost`, as for any socket behind).
+      const oldest = stream.source.oldest?.(Date.now()) ?? null;
+      rewindStart = Math.max(0, latest - rewind, oldest === null ? 0 : oldest - 1);
+    }
     const welcome: WelcomeEvent = {
       type: "welcome",
       room: stream.room,
-      seq: stream.flushedSeq,
+      // A rewinding socket is told where its messages start, so that each follows the one before.
+      seq: rewindStart ?? latest,
       epoch: admission.epoch,
       window: this.#limits.WINDOW_BYTES,
       rate: this.#rate,
@@ -175,7 +189,7 @@ export class SocketEngine {
     };
     socket.ws.send(JSON.stringify(welcome));
     this.delivery.join(socket);
-    this.#follow(socket, stream, admission.resume, admission.epoch);
+    this.#follow(socket, stream, admission.resume, admission.epoch, rewindStart);
     await this.sweeper.ensureAlarm();
     return new Response(null, { status: 101, webSocket: client });
   }
@@ -234,9 +248,9 @@ export class SocketEngine {
    * room's present; one from another history (or from the future) starts
    * level, told what it lost. Then the room's presence.
    */
-  #follow(socket: SocketState, stream: Stream, resume: ResumePoint, epoch: string): Cursor | null {
+  #follow(socket: SocketState, stream: Stream, resume: ResumePoint, epoch: string, rewindStart: number | null = null): Cursor | null {
     const latest = stream.flushedSeq;
-    let start = latest;
+    let start = rewindStart ?? latest;
     if (resume.since !== null) {
       if ((resume.epoch !== null && resume.epoch !== epoch) || resume.since > latest) {
         const lost: LostEvent = { type: "lost", reason: "epoch", from: 1, to: latest };

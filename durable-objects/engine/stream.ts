@@ -22,6 +22,8 @@ export interface SourceRead {
 export interface MessageSource {
   /** The latest seq the source holds. */
   readonly seq: number;
+  /** The oldest seq it still serves, null when none, for a source that knows (a room's history; a leaf's ring does not). */
+  oldest?(now?: number): number | null;
   /**
    * Messages from seq `from` on, as runs that each fit one frame, until at
    * least `budget` bytes are taken or the latest message is reached.

@@ -1,14 +1,15 @@
 import { CloseCode, type AuthFrame, type AuthorizedEvent, type ErrorCode, type SubscribeFrame, type UnsubscribeFrame } from "../../protocol";
 import { grantsFromHeaders, HUB_FOLLOWER_BASE, HUB_FULL_HEADER, parseHubName } from "../../common/edge-requests";
 import { logEvent } from "../../common/log";
-import { accessSettings, readLimits, type Limits } from "../../common/settings";
+import { accessSettings, historyRules, readLimits, type Limits } from "../../common/settings";
+import { retentionFor } from "../../common/retention";
 import { accessTo, grantsOf, verifyToken, type RoomGrant } from "../../common/tokens";
 import { attachmentFromEdge, type SocketAttachment } from "../engine/attachment";
 import { MEMORY_ONLY, RoomCounters } from "../engine/counters";
 import type { Cursor } from "../engine/cursor";
 import { NO_FRAME_HOOKS, type FrameHooks } from "../engine/frame-hooks";
 import type { MultiplexFrames } from "../engine/client-frames";
-import type { PublishOutcome } from "../engine/publish-outcome";
+import type { PublishOutcome, RetryKey } from "../engine/publish-outcome";
 import { SocketEngine, type EngineHost } from "../engine/socket-engine";
 import type { SocketState } from "../engine/socket-state";
 import { TokenBucket, type RatePolicy } from "../engine/token-bucket";
@@ -161,7 +162,7 @@ export class HubCore implements EngineHost, MultiplexFrames, FollowerCore {
     }
     // Closed while the root answered.
     if (this.engine.delivery.get(socket.ws) !== socket) return;
-    const cursor = this.engine.subscribe(socket, hubRoom.follower.stream, { since: frame.since ?? null, epoch: frame.epoch ?? null }, hubRoom.follower.epoch);
+    const cursor = this.engine.subscribe(socket, hubRoom.follower.stream, { since: frame.since ?? null, epoch: frame.epoch ?? null, rewind: null }, hubRoom.follower.epoch);
     if (!cursor) return;
     attachment.rooms.push(room);
     this.#persist(socket);
@@ -230,8 +231,9 @@ export class HubCore implements EngineHost, MultiplexFrames, FollowerCore {
   }
 
   /** A connection publishes into a room: the room's root runs beforePublish, if its class has one, and may refuse. */
-  async publishFrom(cursor: Cursor, dataJson: string): Promise<PublishOutcome> {
-    return (await this.root(cursor.stream.room).publish(dataJson, { source: "multiplexed" })) as PublishOutcome;
+  async publishFrom(cursor: Cursor, dataJson: string, retry?: RetryKey): Promise<PublishOutcome> {
+    // The root hashes the data itself (it arrives as the connection sent it) and looks the key up.
+    return (await this.root(cursor.stream.room).publish(dataJson, retry ? { source: "multiplexed", retryKey: retry.key } : { source: "multiplexed" })) as PublishOutcome;
   }
 
   occupancyChanged(): void {
@@ -293,7 +295,8 @@ export class HubCore implements EngineHost, MultiplexFrames, FollowerCore {
   #roomFor(name: string): HubRoom {
     let room = this.#rooms.get(name);
     if (!room) {
-      room = new HubRoom(name, this, { maxMessages: this.#limits.HISTORY_MAX_MESSAGES, batch: { maxBytes: this.#limits.BATCH_MAX_BYTES, maxEvents: this.#limits.BATCH_MAX_EVENTS } });
+      // As far back as the room's history reaches (its HISTORY_RULES rule, by its name).
+      room = new HubRoom(name, this, { maxMessages: retentionFor(name, historyRules(this.#env), this.#limits).maxMessages, batch: { maxBytes: this.#limits.BATCH_MAX_BYTES, maxEvents: this.#limits.BATCH_MAX_EVENTS } });
       this.#rooms.set(name, room);
     }
     return room;

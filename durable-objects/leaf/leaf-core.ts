@@ -1,12 +1,13 @@
 import { CloseCode, resumePointOf } from "../../protocol";
 import { LEAF_FULL_HEADER, parseLeafName } from "../../common/edge-requests";
 import { logEvent } from "../../common/log";
-import { readLimits, type Limits } from "../../common/settings";
+import { historyRules, readLimits, type Limits } from "../../common/settings";
+import { retentionFor } from "../../common/retention";
 import { attachmentFromEdge, type SocketAttachment } from "../engine/attachment";
 import { MEMORY_ONLY, RoomCounters } from "../engine/counters";
 import type { Cursor } from "../engine/cursor";
 import { NO_FRAME_HOOKS, type FrameHooks } from "../engine/frame-hooks";
-import type { PublishOutcome } from "../engine/publish-outcome";
+import type { PublishOutcome, RetryKey } from "../engine/publish-outcome";
 import { SocketEngine, type EngineHost } from "../engine/socket-engine";
 import type { SocketState } from "../engine/socket-state";
 import type { Room } from "../room/room";
@@ -63,7 +64,8 @@ export class LeafCore implements EngineHost, FollowerHost, ReportSource, Followe
       this.room,
       this.engine,
       this.#counters,
-      { maxMessages: limits.HISTORY_MAX_MESSAGES, batch: { maxBytes: limits.BATCH_MAX_BYTES, maxEvents: limits.BATCH_MAX_EVENTS }, scoped: false, counters: null },
+      // As far back as the room's history reaches (its HISTORY_RULES rule, by its name).
+      { maxMessages: retentionFor(this.room, historyRules(env), limits).maxMessages, batch: { maxBytes: limits.BATCH_MAX_BYTES, maxEvents: limits.BATCH_MAX_EVENTS }, scoped: false, counters: null },
       this,
       // The leaf's members go to the root in reports; the room's roster comes back with pushes.
       { memberChanged: (id, view) => this.#reports.memberChanged(id, view) },
@@ -178,8 +180,9 @@ export class LeafCore implements EngineHost, FollowerHost, ReportSource, Followe
   }
 
   /** A socket here publishes: the root runs beforePublish, if its class has one, and may refuse. */
-  async publishFrom(_cursor: Cursor, dataJson: string): Promise<PublishOutcome> {
-    return (await this.root().publish(dataJson, { source: "leaf" })) as PublishOutcome;
+  async publishFrom(_cursor: Cursor, dataJson: string, retry?: RetryKey): Promise<PublishOutcome> {
+    // The root hashes the data itself (it arrives as the socket sent it) and looks the key up.
+    return (await this.root().publish(dataJson, retry ? { source: "leaf", retryKey: retry.key } : { source: "leaf" })) as PublishOutcome;
   }
 
   occupancyChanged(): void {}

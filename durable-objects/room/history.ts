@@ -3,6 +3,7 @@ import { tagOf, type Message } from "../engine/message";
 import type { MessageSource, SourceRead } from "../engine/stream";
 import type { Run } from "../engine/frames";
 import type { MetaStore } from "./meta-store";
+import { createLogTable, fitsSize, hasKeysColumn, newestRow, remapRing, storedRing } from "./ring-layout";
 
 /**
  * A room's message log in the object's SQLite storage: the source of the
@@ -26,7 +27,9 @@ import type { MetaStore } from "./meta-store";
  *
  * A room that is only looked at has no tables: they are created by the first
  * write, so reading a room that does not exist leaves no storage behind. The
- * epoch is kept in the room's MetaStore, written with the first message.
+ * epoch is kept in the room's MetaStore, written with the first message. A
+ * ring written with another size than the room's now is re-mapped once when
+ * the room wakes (ring-layout.ts), so the seq is never misread.
  */
 
 export interface HistoryBounds {
@@ -68,6 +71,8 @@ export class History implements MessageSource {
   readonly #size: number;
   readonly #maxAgeMs: number;
   #tables: boolean;
+  /** Whether the log table has its `keys` column (added by the next write when it does not). */
+  #keysColumn = false;
   #latestRow = 0;
   #seq = 0;
   #latestTs = 0;
@@ -94,7 +99,7 @@ export class History implements MessageSource {
       meta.delete(EPOCH_KEY);
     }
     this.#tables = tables.has("log");
-    if (this.#tables) this.#findLatest();
+    if (this.#tables) this.#openRing(storage, bounds.maxAgeMs);
     this.#indexFrom = this.#latestRow + 1;
     // A fresh epoch marks a history that starts here: clients holding seqs from
     // a lost history learn that theirs no longer apply. It is stored once it has
@@ -107,6 +112,7 @@ export class History implements MessageSource {
   /** After the room gave its storage back (deleteAll): the next write starts a new history, under a new epoch. */
   reset(): void {
     this.#tables = false;
+    this.#keysColumn = false;
     this.#latestRow = 0;
     this.#seq = 0;
     this.#latestTs = 0;
@@ -147,29 +153,47 @@ export class History implements MessageSource {
   /**
    * Stores one flush's messages (consecutive seqs) as one row, or several
    * when they exceed ROW_MAX_BYTES, in one transaction with whatever `alongside`
-   * writes (the flush's idempotency keys). Returns the rows written, oldest
-   * first. Nothing changes, in storage or here, when a write throws.
+   * writes (a broadcast's idempotency key). `keyOf` gives a message's
+   * publish-key entry (publish-keys.ts), kept in the row's `keys` column:
+   * keys cost no row of their own. Returns the rows written, oldest first.
+   * Nothing changes, in storage or here, when a write throws.
    */
-  append(messages: readonly Message[], ts: number, alongside?: () => void): { row: number; first: number; last: number }[] {
-    const records: RowData[] = [];
+  append(
+    messages: readonly Message[],
+    ts: number,
+    alongside?: () => void,
+    keyOf?: (seq: number) => string | undefined,
+  ): { row: number; first: number; last: number }[] {
+    const records: (RowData & { keys: string })[] = [];
+    // A row's keys count against its bytes, so a row stays within ROW_MAX_BYTES whatever its keys.
+    const weight = (m: Message): number => m.bytes + (keyOf?.(m.seq)?.length ?? 0);
     for (let start = 0; start < messages.length; ) {
       let end = start + 1;
-      let bytes = (messages[start] as Message).bytes;
-      while (end < messages.length && bytes + (messages[end] as Message).bytes + 1 <= ROW_MAX_BYTES) {
-        bytes += (messages[end] as Message).bytes + 1;
+      let bytes = weight(messages[start] as Message);
+      while (end < messages.length && bytes + weight(messages[end] as Message) + 1 <= ROW_MAX_BYTES) {
+        bytes += weight(messages[end] as Message) + 1;
         end += 1;
       }
       const group = messages.slice(start, end);
       const single = group.length === 1;
+      const first = (group[0] as Message).seq;
+      const keys: string[] = [];
+      if (keyOf) {
+        for (const m of group) {
+          const entry = keyOf(m.seq);
+          if (entry !== undefined) keys.push(`${m.seq - first}:${entry}`);
+        }
+      }
       records.push({
         row: this.#latestRow + records.length + 1,
         first: (group[0] as Message).seq,
         last: (group[group.length - 1] as Message).seq,
         ts,
-        bytes,
+        bytes: group.reduce((sum, m) => sum + m.bytes, group.length - 1),
         lengths: single ? "" : group.map((m) => m.event.length).join(","),
         sizes: single ? "" : group.map((m) => m.bytes).join(","),
         events: single ? (group[0] as Message).event : group.map((m) => m.event).join(","),
+        keys: keys.join(" "),
       });
       start = end;
     }
@@ -177,9 +201,9 @@ export class History implements MessageSource {
       this.#ensureTables();
       for (const r of records) {
         this.#sql.exec(
-          `INSERT INTO log (slot, row, first, last, ts, bytes, lengths, sizes, events) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+          `INSERT INTO log (slot, row, first, last, ts, bytes, lengths, sizes, events, keys) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
            ON CONFLICT (slot) DO UPDATE SET row = excluded.row, first = excluded.first, last = excluded.last, ts = excluded.ts,
-             bytes = excluded.bytes, lengths = excluded.lengths, sizes = excluded.sizes, events = excluded.events`,
+             bytes = excluded.bytes, lengths = excluded.lengths, sizes = excluded.sizes, events = excluded.events, keys = excluded.keys`,
           r.row % this.#size,
           r.row,
           r.first,
@@ -189,6 +213,7 @@ export class History implements MessageSource {
           r.lengths,
           r.sizes,
           r.events,
+          r.keys,
         );
       }
       alongside?.();
@@ -277,14 +302,98 @@ export class History implements MessageSource {
     return Math.max(kept.first, this.#seq - this.#size + 1, 1);
   }
 
+  /** The newest row written (0 before the first). */
+  get latestRow(): number {
+    return this.#latestRow;
+  }
+
+  /** Whether row `row`, written at `ts`, is still in the ring and within the age bound. */
+  keeps(row: number, ts: number, now = Date.now()): boolean {
+    return row > this.#latestRow - this.#size && row <= this.#latestRow && row >= 1 && ts >= now - this.#maxAgeMs;
+  }
+
+  /** The row that holds `seq`, or the oldest row in the ring when `seq` is older than all of them; 0 when there is none. */
+  rowOf(seq: number, counter: { rowsRead: number }): number {
+    return this.#latestRow === 0 ? 0 : this.#rowHolding(seq, counter);
+  }
+
+  /** The oldest row still within both bounds and its first seq, or null when none is. */
+  firstKeptRow(counter: { rowsRead: number }, now = Date.now()): { row: number; first: number } | null {
+    if (this.#latestRow === 0) return null;
+    const kept = this.#firstKept(Math.max(1, this.#latestRow - this.#size + 1), now, counter);
+    return kept === null ? null : { row: kept.row, first: kept.first };
+  }
+
+  /**
+   * Up to `count` rows from `fromRow` on (forward) or back from it
+   * (backward), as long as they are kept, with their messages' event texts:
+   * one range read over the slots (two where the ring wraps), each row read
+   * whole once. What a history page reads (history-pages.ts).
+   */
+  keptRows(fromRow: number, direction: "forward" | "backward", count: number, counter: { rowsRead: number }, now = Date.now()): StoredRow[] {
+    const oldest = Math.max(1, this.#latestRow - this.#size + 1);
+    const [low, high] =
+      direction === "forward" ? [Math.max(fromRow, oldest), Math.min(this.#latestRow, fromRow + count - 1)] : [Math.max(oldest, fromRow - count + 1), Math.min(fromRow, this.#latestRow)];
+    if (!this.#tables || low > high) return [];
+    const rows = this.#rowsBetween<RowData>(low, high, "row, first, last, ts, bytes, lengths, sizes, events", counter);
+    if (direction === "backward") rows.reverse();
+    const kept: StoredRow[] = [];
+    for (const row of rows) {
+      if (!this.#kept(row, now)) break;
+      kept.push({ row: row.row, first: row.first, last: row.last, ts: row.ts, events: eventsOf(row) });
+    }
+    return kept;
+  }
+
+  /**
+   * The rows written at or after `since` (ms) and still kept that carry
+   * publish keys, oldest first, with each key entry and its message's seq:
+   * what a room's publish keys are rebuilt from when it wakes
+   * (publish-keys.ts). Reads the rows in that span once each, plus a binary
+   * search for where it starts.
+   */
+  keyedRows(since: number, counter: { rowsRead: number }, now = Date.now()): KeyedRow[] {
+    if (!this.#tables || !this.#keysColumn || this.#latestRow === 0) return [];
+    const start = this.#firstKept(Math.max(1, this.#latestRow - this.#size + 1), Math.max(now, since + this.#maxAgeMs), counter);
+    if (start === null) return [];
+    const rows = this.#rowsBetween<{ row: number; first: number; ts: number; keys: string }>(start.row, this.#latestRow, "row, first, ts, keys", counter, "keys != ''");
+    return rows.map((r) => ({
+      row: r.row,
+      ts: r.ts,
+      entries: r.keys.split(" ").map((item) => {
+        const colon = item.indexOf(":");
+        return { seq: r.first + Number(item.slice(0, colon)), entry: item.slice(colon + 1) };
+      }),
+    }));
+  }
+
   // -------------------------------------------------------------------------
 
   #ensureTables(): void {
-    if (this.#tables) return;
-    this.#sql.exec(`CREATE TABLE IF NOT EXISTS log (
-      slot INTEGER PRIMARY KEY, row INTEGER NOT NULL, first INTEGER NOT NULL, last INTEGER NOT NULL,
-      ts INTEGER NOT NULL, bytes INTEGER NOT NULL, lengths TEXT NOT NULL, sizes TEXT NOT NULL, events TEXT NOT NULL)`);
-    this.#tables = true;
+    if (!this.#tables) {
+      createLogTable(this.#sql, "log");
+      this.#tables = true;
+      this.#keysColumn = true;
+    }
+    if (!this.#keysColumn) {
+      // A table from before keys lived in rows: adding a column rewrites no row.
+      this.#sql.exec(`ALTER TABLE log ADD COLUMN keys TEXT NOT NULL DEFAULT ''`);
+      this.#keysColumn = true;
+    }
+  }
+
+  /** Rows `low`..`high` (within the ring), oldest first, by range reads over their slots. */
+  #rowsBetween<T extends { row: number }>(low: number, high: number, columns: string, counter: { rowsRead: number }, where = "1"): T[] {
+    const a = low % this.#size;
+    const b = high % this.#size;
+    const ranges = a <= b ? [[a, b]] : [[a, this.#size - 1], [0, b]];
+    const rows: T[] = [];
+    for (const [from, to] of ranges) {
+      const cursor = this.#sql.exec<T & Record<string, SqlStorageValue>>(`SELECT ${columns} FROM log WHERE slot BETWEEN ? AND ? AND ${where} ORDER BY slot`, from, to);
+      rows.push(...cursor.toArray());
+      counter.rowsRead += cursor.rowsRead;
+    }
+    return rows.filter((r) => r.row >= low && r.row <= high);
   }
 
   #kept(meta: RowMeta, now: number): boolean {
@@ -356,24 +465,18 @@ export class History implements MessageSource {
   }
 
   /**
-   * Finds the newest row by binary search over the ring (a full table scan
-   * would read every row at each wake-up). Slot s holds row s + k·size for
-   * the lap k it was last written in; the newest row is where laps change.
+   * Finds the newest row of the stored ring, after re-mapping it when it was
+   * written with another size than the room's now (ring-layout.ts).
    */
-  #findLatest(): void {
-    const rowAt = (slot: number): number =>
-      this.#sql.exec<{ row: number }>(`SELECT row FROM log WHERE slot = ?`, slot).toArray()[0]?.row ?? 0;
-    const zero = rowAt(0);
-    // Slots written after slot 0 in its lap hold zero + slot (or slot itself before the first lap ends).
-    const base = zero;
-    let lo = 0;
-    let hi = this.#size - 1;
-    while (lo < hi) {
-      const mid = (lo + hi + 1) >> 1;
-      if (rowAt(mid) === base + mid) lo = mid;
-      else hi = mid - 1;
+  #openRing(storage: Pick<DurableObjectStorage, "transactionSync">, maxAgeMs: number): void {
+    this.#keysColumn = hasKeysColumn(this.#sql);
+    const stored = storedRing(this.#sql);
+    if (stored === null) return;
+    if (!fitsSize(stored, this.#size)) {
+      storage.transactionSync(() => remapRing(this.#sql, stored, this.#size, Date.now() - maxAgeMs, this.#keysColumn));
+      this.#keysColumn = true;
     }
-    const latest = lo === 0 ? zero : base + lo;
+    const latest = newestRow(this.#sql, this.#size);
     if (latest === 0) return;
     const meta = this.#sql.exec<{ last: number; ts: number }>(`SELECT last, ts FROM log WHERE slot = ?`, latest % this.#size).toArray()[0];
     this.#latestRow = latest;
@@ -381,6 +484,35 @@ export class History implements MessageSource {
     this.#latestTs = meta?.ts ?? 0;
   }
 
+}
+
+/** A row as a history page reads it: its seqs, when it was written, and each message's event text. */
+export interface StoredRow {
+  row: number;
+  first: number;
+  last: number;
+  ts: number;
+  events: string[];
+}
+
+/** A row's publish-key entries (publish-keys.ts), each with its message's seq. */
+export interface KeyedRow {
+  row: number;
+  ts: number;
+  entries: { seq: number; entry: string }[];
+}
+
+/** A row's event texts, cut by their stored lengths. */
+function eventsOf(row: RowData): string[] {
+  if (row.lengths === "") return [row.events];
+  const events: string[] = [];
+  let offset = 0;
+  for (const length of row.lengths.split(",")) {
+    const n = Number(length);
+    events.push(row.events.slice(offset, offset + n));
+    offset += n + 1;
+  }
+  return events;
 }
 
 /** The meta key the epoch is stored under. */

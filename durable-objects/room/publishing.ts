@@ -4,13 +4,20 @@ import type { RoomCounters } from "../engine/counters";
 import type { Delivery } from "../engine/delivery";
 import { cutFrame, runOf, type BatchLimits, type Run } from "../engine/frames";
 import { messageEvent, TagSource, type Message } from "../engine/message";
-import type { PublishResult } from "../engine/publish-outcome";
+import type { PublishOutcome, PublishResult } from "../engine/publish-outcome";
 import type { Stream } from "../engine/stream";
 import type { History } from "./history";
 import type { IdempotencyKeys } from "./idempotency-keys";
+import type { KeyedPublish, PublishKeys } from "./publish-keys";
 
 export interface PublishOptions {
+  /** A broadcast's key, kept a day in the room's key table (idempotency-keys.ts). */
   idempotencyKey?: string;
+  /**
+   * A publisher's idempotency key (an HTTP publish's `Idempotency-Key`, a leaf socket's
+   * publish `key`), kept in the message's history row (publish-keys.ts).
+   */
+  retryKey?: string;
   /**
    * Who publishes, as the room's beforePublish hook is told: an HTTP publish
    * (the default), a broadcast, a socket on one of the room's leaves, or a
@@ -36,6 +43,7 @@ export interface FlushListener {
 interface Pending {
   message: Message;
   key: string | undefined;
+  retry: KeyedPublish | undefined;
   recipients: number;
 }
 
@@ -59,6 +67,7 @@ interface Flush {
 export class Publishing {
   readonly #history: History;
   readonly #keys: IdempotencyKeys;
+  readonly #publishKeys: PublishKeys;
   readonly #delivery: Delivery;
   readonly #stream: Stream;
   readonly #counters: RoomCounters;
@@ -71,10 +80,12 @@ export class Publishing {
   #pending: Pending[] = [];
   /** Idempotency keys of pending publishes, so a retry arriving before the flush is recognised too. */
   #pendingKeys = new Map<string, number>();
+  /** Keyed publishes waiting for the flush, by key: a retry arriving before it is recognised too. */
+  #pendingRetries = new Map<string, { seq: number; bodyHash: string }>();
   #flush: Flush | null = null;
 
   constructor(
-    storage: { history: History; keys: IdempotencyKeys },
+    storage: { history: History; keys: IdempotencyKeys; publishKeys: PublishKeys },
     delivery: Delivery,
     stream: Stream,
     counters: RoomCounters,
@@ -83,6 +94,7 @@ export class Publishing {
   ) {
     this.#history = storage.history;
     this.#keys = storage.keys;
+    this.#publishKeys = storage.publishKeys;
     this.#delivery = delivery;
     this.#stream = stream;
     this.#counters = counters;
@@ -103,20 +115,41 @@ export class Publishing {
   }
 
   /**
+   * The answer to a keyed publish that was published before (pending or
+   * stored, within reach): the first one's seq when the data is the same, a
+   * `conflict` when it is not; null for a key not seen.
+   */
+  prior(retry: KeyedPublish): PublishOutcome | null {
+    const seen = this.#pendingRetries.get(retry.id) ?? this.#publishKeys.find(retry.id);
+    if (seen === null || seen === undefined) return null;
+    if (seen.bodyHash === retry.bodyHash) return { seq: seen.seq, recipients: 0, duplicate: true };
+    this.#counters.refused("conflict");
+    return { refused: { error: "conflict", message: `this idempotency key was published with another body (seq ${seen.seq})` } };
+  }
+
+  /**
    * Publishes one message. `dataJson` is the message's data as JSON text,
    * already validated (and size-checked) by the caller; it is embedded in the
-   * event as is.
+   * event as is. `retry` is its idempotency key, when it has one.
    */
-  async publish(dataJson: string, options: PublishOptions = {}): Promise<PublishResult> {
+  publish(dataJson: string, options?: PublishOptions): Promise<PublishResult>;
+  publish(dataJson: string, options: PublishOptions, retry: KeyedPublish | undefined): Promise<PublishOutcome>;
+  async publish(dataJson: string, options: PublishOptions = {}, retry?: KeyedPublish): Promise<PublishOutcome> {
     const key = options.idempotencyKey;
     if (key !== undefined) {
       const seen = this.duplicateOf(key);
       if (seen !== null) return { seq: seen, recipients: 0, duplicate: true };
     }
+    const keyed = retry !== undefined && this.#publishKeys.enabled ? retry : undefined;
+    if (keyed) {
+      const prior = this.prior(keyed);
+      if (prior) return prior;
+    }
     const seq = ++this.#assigned;
-    const pending: Pending = { message: messageEvent(seq, dataJson, Date.now(), this.#tags.next()), key, recipients: 0 };
+    const pending: Pending = { message: messageEvent(seq, dataJson, Date.now(), this.#tags.next()), key, retry: keyed, recipients: 0 };
     this.#pending.push(pending);
     if (key !== undefined) this.#pendingKeys.set(key, seq);
+    if (keyed) this.#pendingRetries.set(keyed.id, { seq, bodyHash: keyed.bodyHash });
     await this.#scheduleFlush();
     return { seq, recipients: pending.recipients, duplicate: false };
   }
@@ -158,9 +191,12 @@ export class Publishing {
     const pending = this.#pending;
     this.#pending = [];
     this.#pendingKeys.clear();
+    this.#pendingRetries.clear();
     if (pending.length === 0) return;
     const now = Date.now();
     let rows: { row: number; first: number; last: number }[];
+    const keyed = pending.flatMap((p) => (p.retry ? [{ publish: p.retry, seq: p.message.seq }] : []));
+    const entries = keyed.length === 0 ? null : new Map(keyed.map((k) => [k.seq, this.#publishKeys.entry(k.publish)]));
     try {
       rows = this.#history.append(
         pending.map((p) => p.message),
@@ -169,12 +205,14 @@ export class Publishing {
           for (const p of pending) if (p.key !== undefined) this.#keys.remember(p.key, p.message.seq, now);
           this.#listener.storing?.(pending.map((p) => p.message));
         },
+        entries ? (seq) => entries.get(seq) : undefined,
       );
     } catch (error) {
       this.#assigned = this.#history.seq;
       throw error;
     }
     this.#counters.stored(pending.length, rows.length);
+    if (keyed.length > 0) this.#publishKeys.stored(keyed, rows, now);
     const remote = this.#listener.flushed(pending.map((p) => p.message));
     const runs: Run[] = pending.map((p) => runOf(p.message));
     let row = 0;

@@ -1,8 +1,10 @@
 import { resumePointOf, type PresencePage, type RoomCounterValues, type RoomStats, type RootRequests } from "../../protocol";
 import { LEAF_FULL_HEADER } from "../../common/edge-requests";
 import { logEvent } from "../../common/log";
-import { accessSettings, readLimits, webhookSettings, type Limits } from "../../common/settings";
+import { accessSettings, historyRules, readLimits, webhookSettings, type Limits } from "../../common/settings";
+import { retentionFor, type Retention } from "../../common/retention";
 import { utf8Length } from "../../common/utf8";
+import { bodyHash } from "../../common/body-hash";
 import { registrationFor, type RoomRegistration } from "../coordinator/registration";
 import { attachmentFromEdge } from "../engine/attachment";
 import { RoomCounters, type StoredCounters } from "../engine/counters";
@@ -10,7 +12,7 @@ import type { Cursor } from "../engine/cursor";
 import type { LeaveCause } from "../engine/delivery";
 import type { Message } from "../engine/message";
 import type { Roster } from "../engine/presence";
-import type { PublishOutcome, PublishResult } from "../engine/publish-outcome";
+import type { PublishOutcome, PublishResult, RetryKey } from "../engine/publish-outcome";
 import { SocketEngine, type EngineHost } from "../engine/socket-engine";
 import type { SocketState } from "../engine/socket-state";
 import type { Stream } from "../engine/stream";
@@ -19,10 +21,13 @@ import type { RoomLeaf } from "../leaf/leaf";
 import type { LeafHistory, LeafMember, LeafReport, LeafStart, LostRange } from "../leaf/rpc";
 import { deepFreeze } from "./connection-data";
 import { History } from "./history";
+import { historyPage, type PageAnswer, type PageQuery } from "./history-pages";
 import { admit } from "./admission";
 import { HookRunner, type RoomHookSet } from "./hook-runner";
 import type { Connection, JsonObject } from "./hooks";
 import { IdempotencyKeys } from "./idempotency-keys";
+import { answerHoldOf, type AnswerHold } from "./fault-hold";
+import { keyedPublish, PublishKeys, type KeyedPublish } from "./publish-keys";
 import { historyMessages, Leaves, type LeavesHost } from "./leaves";
 import { MetaStore } from "./meta-store";
 import { Publishing, type FlushListener, type PublishOptions } from "./publishing";
@@ -51,10 +56,15 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   readonly #env: Record<string, unknown>;
   readonly limits: Limits;
   readonly #room: string;
+  /** This room's history bounds, from its name (HISTORY_RULES, else the HISTORY_MAX_* vars). */
+  readonly retention: Retention;
   readonly #meta: MetaStore;
   readonly #history: History;
   readonly #keys: IdempotencyKeys;
+  readonly #publishKeys: PublishKeys;
   readonly counters: RoomCounters;
+  /** Null except in the local server's fault tests (fault-hold.ts). */
+  readonly #answerHold: AnswerHold | null;
   readonly #registration: RoomRegistration;
   readonly engine: SocketEngine;
   readonly #stream: Stream;
@@ -87,8 +97,10 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     // room stored with its first write.
     this.#room = ctx.id.name ?? this.#meta.get(NAME_KEY) ?? "";
     if (this.#room === "") logEvent("error", { where: "room", problem: "the object has no name: rooms must be addressed with idFromName" });
-    this.#history = new History(ctx.storage, this.#meta, { maxMessages: limits.HISTORY_MAX_MESSAGES, maxAgeMs: limits.HISTORY_MAX_AGE_SECONDS * 1000 });
-    this.#keys = new IdempotencyKeys(sql, limits.HISTORY_MAX_AGE_SECONDS * 1000);
+    this.retention = retentionFor(this.#room, historyRules(env), limits);
+    const maxAgeMs = this.retention.maxAgeSeconds * 1000;
+    this.#history = new History(ctx.storage, this.#meta, { maxMessages: this.retention.maxMessages, maxAgeMs });
+    this.#keys = new IdempotencyKeys(sql, maxAgeMs);
     const meta = this.#meta;
     this.counters = new RoomCounters({
       load: () => {
@@ -97,6 +109,8 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
       },
       save: (stored) => meta.set(COUNTERS_KEY, JSON.stringify(stored)),
     });
+    this.#publishKeys = new PublishKeys(this.#history, limits.PUBLISH_DEDUPE_SECONDS * 1000, (rows) => this.counters.rowsRead(rows));
+    this.#answerHold = answerHoldOf(env, ctx.storage);
     this.#registration = registrationFor(env, ctx, this.counters);
     this.engine = new SocketEngine(ctx, limits, this.counters, this);
     const delivery = this.engine.delivery;
@@ -128,8 +142,8 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
       this.#meta.get(LEAVES_KEY),
       this.#history.seq,
     );
-    this.#publishing = new Publishing({ history: this.#history, keys: this.#keys }, delivery, this.#stream, this.counters, limits, this);
-    this.#reclaim = new StorageReclaim(this, limits.HISTORY_MAX_AGE_SECONDS * 1000);
+    this.#publishing = new Publishing({ history: this.#history, keys: this.#keys, publishKeys: this.#publishKeys }, delivery, this.#stream, this.counters, limits, this);
+    this.#reclaim = new StorageReclaim(this, maxAgeMs);
     // Before the sockets are restored: the webhooks read what the receiver was told, and the restored members confirm it.
     const webhooks = webhookSettings(env);
     this.#webhooks = webhooks
@@ -197,13 +211,27 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   async publish(dataJson: string, options: PublishOptions): Promise<PublishOutcome> {
     this.requests.publishes += 1;
     await this.#list();
-    if (!this.#runner.checksPublishes) return this.#publishing.publish(dataJson, options);
+    // A key names the data as it arrived, before any hook: a socket's on a leaf is in the sockets' space.
+    const retry =
+      options.retryKey === undefined || options.source === "broadcast"
+        ? undefined
+        : keyedPublish(options.source === "leaf" ? "s" : "h", options.retryKey, bodyHash(dataJson));
+    const outcome = await this.#checkedPublish(dataJson, options, retry);
+    if (this.#answerHold && (options.source ?? "http") === "http" && "seq" in outcome && !outcome.duplicate) await this.#answerHold(this.#room, outcome.seq);
+    return outcome;
+  }
+
+  async #checkedPublish(dataJson: string, options: PublishOptions, retry: KeyedPublish | undefined): Promise<PublishOutcome> {
+    if (!this.#runner.checksPublishes) return this.#publishing.publish(dataJson, options, retry);
+    // A retried key is answered without asking the hook again.
     const key = options.idempotencyKey;
     const seen = key === undefined ? null : this.#publishing.duplicateOf(key);
     if (seen !== null) return { seq: seen, recipients: 0, duplicate: true };
+    const prior = retry ? this.#publishing.prior(retry) : null;
+    if (prior) return prior;
     const checked = await this.#runner.checkPublish(dataJson, undefined, { kind: options.source ?? "http" });
     if (!checked.ok) return { refused: checked.refusal };
-    return this.#publishing.publish(checked.dataJson, options);
+    return this.#publishing.publish(checked.dataJson, options, retry);
   }
 
   /** A message of the room's own (a hook's `publishMessage`): it does not pass beforePublish. */
@@ -268,6 +296,14 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     return this.#members.page(limit, cursor, this.#connections());
   }
 
+  /** A page of the room's history (`GET /rooms/{room}/messages`); reads only, so a room that holds nothing stays without storage. */
+  historyPage(query: PageQuery): PageAnswer {
+    this.requests.reads += 1;
+    const answer = historyPage(this.#history, this.#room, query);
+    if (answer.ok) this.counters.rowsRead(answer.rowsRead);
+    return answer;
+  }
+
   async stats(): Promise<RoomStats> {
     this.requests.reads += 1;
     const window = this.engine.delivery.windowFigures();
@@ -278,6 +314,7 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
       members: this.engine.presence(this.#stream).count,
       seq: this.#history.seq,
       historyOldest: this.#history.oldest(),
+      retention: { ...this.retention },
       behind: this.engine.delivery.behind,
       ...this.counters.snapshot(),
       windowBytesInFlight: window.inFlight,
@@ -299,8 +336,13 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   }
 
   /** A socket of this room publishes (beforePublish already ran in the client-frame path). */
-  publishFrom(_cursor: Cursor, dataJson: string): Promise<PublishOutcome> {
-    return this.#publishing.publish(dataJson);
+  publishFrom(_cursor: Cursor, dataJson: string, retry?: RetryKey): Promise<PublishOutcome> {
+    return this.#publishing.publish(dataJson, {}, retry && keyedPublish("s", retry.key, retry.bodyHash));
+  }
+
+  /** A socket's keyed publish that was published before, answered before the hooks run. */
+  retried(retry: RetryKey): PublishOutcome | null {
+    return this.#publishing.prior(keyedPublish("s", retry.key, retry.bodyHash));
   }
 
   occupancyChanged(): void {
@@ -457,6 +499,7 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     this.#meta.reset();
     this.#history.reset();
     this.#keys.reset();
+    this.#publishKeys.reset();
     this.counters.reset();
     this.#stream.reset();
     this.#publishing.reset();

@@ -13,6 +13,7 @@ import type {
   PublishDecision,
   PublishRequest,
 } from "./hooks";
+import type { PageAnswer, PageQuery } from "./history-pages";
 import type { PublishOptions } from "./publishing";
 import { RoomCore } from "./room-core";
 
@@ -196,6 +197,11 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
   /** Members in id order after `cursor`, at most `limit` (`GET /rooms/{room}/presence`). */
   async presence(limit: number, cursor: string | null): Promise<PresencePage> {
     return this.#core.presencePage(limit, cursor);
+  }
+
+  /** A page of the room's history (`GET /rooms/{room}/messages`): the answer's JSON text, or a refusal. */
+  async messages(query: PageQuery): Promise<PageAnswer> {
+    return this.#core.historyPage(query);
   }
 
   /** `GET /rooms/{room}`. */

@@ -35,10 +35,10 @@ process.on("exit", () => {
  * Starts the local server from `dir` (default this checkout; it must be built: `node tools/build-worker.mjs`)
  * on `port`, with `vars` as `--var K=V`, no .dev.vars, and the accept gate as `gate` ("off" by default: the gate
  * relays every connection through the launcher, which a benchmark would measure as client CPU; "auto" leaves it
- * to the launcher). Resolves once it listens, with its workerd pid.
+ * to the launcher). Resolves once it listens, with its workerd pid. `dataDir` reuses the storage of a server
+ * stopped with `keepData` (a restart); by default it is a fresh directory.
  */
-export async function startLocalServer({ port, vars = {}, dir = ROOT, gate = "off", label = "bench" }) {
-  const dataDir = mkdtempSync(join(tmpdir(), `${label}-`));
+export async function startLocalServer({ port, vars = {}, dir = ROOT, gate = "off", label = "bench", dataDir = mkdtempSync(join(tmpdir(), `${label}-`)) }) {
   const varArgs = Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}=${v}`]);
   const gateArgs = gate === "auto" ? [] : ["--gate", gate];
   const child = spawn(process.execPath, [launcherIn(dir), "--no-build", "--no-dev-vars", ...gateArgs, ...varArgs], {
@@ -71,8 +71,8 @@ export async function startLocalServer({ port, vars = {}, dir = ROOT, gate = "of
   return server;
 }
 
-/** Stops a server from `startLocalServer` (SIGTERM, then SIGKILL after 10 s), its workerd, and removes its data. */
-export async function stopLocalServer(server) {
+/** Stops a server from `startLocalServer` (SIGTERM, then SIGKILL after 10 s), its workerd, and removes its data unless `keepData`. */
+export async function stopLocalServer(server, { keepData = false } = {}) {
   if (!running.delete(server)) return;
   if (server.child.exitCode === null) {
     const exited = new Promise((r) => server.child.once("exit", r));
@@ -82,7 +82,7 @@ export async function stopLocalServer(server) {
   }
   // A launcher that was killed may have left its workerd behind.
   killQuietly(server.pid);
-  rmSync(server.dataDir, { recursive: true, force: true });
+  if (!keepData) rmSync(server.dataDir, { recursive: true, force: true });
 }
 
 /** Stops every server still running. */

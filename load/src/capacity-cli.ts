@@ -35,6 +35,9 @@ import { breakEvenRoomRate, multiplexedFanout, type MuxEstimate } from "./capaci
 import { muxCostsFrom } from "./capacity/multiplexed-inputs";
 import { multiplexedSection } from "./capacity/multiplexed-render";
 import { usd } from "./capacity/format";
+import { parseHistoryRules } from "../../common/retention";
+import { parseRoomGroup, retentionCost, type RetentionInputs } from "./capacity/retention";
+import { retentionSection } from "./capacity/retention-render";
 
 const USAGE = `Usage: npm run capacity -- [options]
 
@@ -95,6 +98,12 @@ and single-room sockets carrying the same subscriptions), and the hosted service
                          --max-connections-per-hub and keep a hub's thread within --hub-budget)
   --max-connections-per-hub N  (default 2000)   --hub-budget F (default 0.5)
   --mux-from FILE        per-step costs from a load/bench/multiplex.mjs result (else the documented defaults)
+History rules (docs/history.md); printed with --rule-rooms:
+  --history-rules JSON   a HISTORY_RULES value, e.g. '[{"prefix":"chat:","maxMessages":10000,"maxAgeSeconds":86400}]'
+  --rule-rooms P=N@R     N rooms whose names start with P, each with R messages/s (repeat; P "*" for the others)
+  --history-max-messages N, --history-max-age S   the defaults rooms without a rule keep (default: DEFAULTS)
+  --key-bytes B          idempotency key bytes per message (default 0: no keys)
+  --dedupe-seconds S     PUBLISH_DEDUPE_SECONDS (default ${DEFAULTS.PUBLISH_DEDUPE_SECONDS})
 
   --json                 machine-readable output
 `;
@@ -158,6 +167,12 @@ function main(): number {
       "max-connections-per-hub": { type: "string" },
       "hub-budget": { type: "string" },
       "mux-from": { type: "string" },
+      "history-rules": { type: "string" },
+      "rule-rooms": { type: "string", multiple: true },
+      "history-max-messages": { type: "string" },
+      "history-max-age": { type: "string" },
+      "key-bytes": { type: "string" },
+      "dedupe-seconds": { type: "string" },
       json: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
@@ -308,6 +323,31 @@ function main(): number {
     const out = [multiplexedSection(estimate, mux.costs, mux.sources), even, "", perMillionTable("Cost per million delivered messages beside list prices (the hosted services count connections, not sockets):", hosted), "", sourcesList("Cloudflare prices used:", CLOUDFLARE_PRICING.sources)];
     out.push("(the multiplexed workload alone; without --rooms-per-connection the tool models --connections in rooms of --room-size)");
     process.stdout.write(`${out.join("\n")}\n`);
+    return 0;
+  }
+
+  // History rules: what a rule set stores and writes for rooms grouped by prefix.
+  const groups = (values["rule-rooms"] ?? []).map(parseRoomGroup);
+  const retentionInputs: RetentionInputs = {
+    rules: parseHistoryRules(values["history-rules"] ?? ""),
+    defaults: {
+      HISTORY_MAX_MESSAGES: num(values["history-max-messages"], "history-max-messages", DEFAULTS.HISTORY_MAX_MESSAGES),
+      HISTORY_MAX_AGE_SECONDS: num(values["history-max-age"], "history-max-age", DEFAULTS.HISTORY_MAX_AGE_SECONDS),
+    },
+    dedupeSeconds: num(values["dedupe-seconds"], "dedupe-seconds", DEFAULTS.PUBLISH_DEDUPE_SECONDS),
+    payloadBytes: workload.payloadBytes,
+    keyBytes: num(values["key-bytes"], "key-bytes", 0),
+    rowsPerMessage: rows.value,
+  };
+  const retention = groups.length > 0 ? retentionCost(groups, retentionInputs, CLOUDFLARE_PRICING) : undefined;
+
+  // A rule set's history is its own question too: what those groups of rooms store and write.
+  if (retention && !wantSharded) {
+    if (values.json) {
+      process.stdout.write(`${JSON.stringify({ retention }, null, 2)}\n`);
+      return 0;
+    }
+    process.stdout.write(`${retentionSection(retention, retentionInputs)}\n(the rooms of --rule-rooms under --history-rules; without --rule-rooms the tool models --connections in rooms of --room-size)\n`);
     return 0;
   }
 

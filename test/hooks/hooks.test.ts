@@ -228,6 +228,43 @@ describe("beforePublish", () => {
     other.ws.close(1000);
   });
 
+  it("answers a retried idempotency key with the first seq without running the hook again, though the hook transformed what it stored", async () => {
+    const room = "publish-keys";
+    const sam = await welcomed(room, "?name=sam");
+    const other = await welcomed(room);
+    const keyed = async (data: unknown, key: string) => {
+      const res = await worker.fetch(`${BASE}/rooms/${room}/publish`, {
+        method: "POST",
+        body: JSON.stringify(data),
+        headers: { "content-type": "application/json", "Idempotency-Key": key },
+      });
+      return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+    };
+    expect(await keyed({ op: "transform", text: "once" }, "h-1")).toMatchObject({ status: 200, body: { seq: 1 } });
+    // The stored message is the hook's; the retry is compared with what was sent, and passes no hook.
+    expect(await keyed({ op: "transform", text: "once" }, "h-1")).toMatchObject({ status: 200, body: { seq: 1, duplicate: true } });
+    expect(await keyed({ op: "transform", text: "twice" }, "h-1")).toMatchObject({ status: 409, body: { error: "conflict" } });
+    send(sam, { type: "publish", data: { op: "transform", text: "from sam" }, id: "s1", key: "s-1" });
+    await until(() => sam.of("published").length === 1);
+    send(sam, { type: "publish", data: { op: "transform", text: "from sam" }, id: "s2", key: "s-1" });
+    // Another body under the key is a conflict before the hook sees it (the hook would have refused it).
+    send(sam, { type: "publish", data: { op: "refuse" }, id: "s3", key: "s-1" });
+    await until(() => sam.of("published").length === 2 && sam.of("error").length === 1);
+    expect(sam.of<PublishedEvent>("published")).toEqual([
+      { type: "published", id: "s1", seq: 2 },
+      { type: "published", id: "s2", seq: 2, duplicate: true },
+    ]);
+    expect(sam.of<ServerError>("error")[0]).toMatchObject({ id: "s3", code: "conflict" });
+    await until(() => other.messages().length === 2);
+    expect(other.messages().map((m) => m.data)).toEqual([
+      { op: "transform", text: "once", by: "http", name: null },
+      { op: "transform", text: "from sam", by: "socket", name: "sam" },
+    ]);
+    expect((await stats(room)).seq).toBe(2);
+    sam.ws.close(1000);
+    other.ws.close(1000);
+  });
+
   it("sees broadcasts too: a refusal is counted apart and not retried, a transform reaches the room", async () => {
     const [a, b] = await Promise.all([welcomed("bc-a"), welcomed("bc-b")]);
     const post = async (data: unknown, key: string): Promise<BroadcastResult> => {

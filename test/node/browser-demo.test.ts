@@ -131,7 +131,7 @@ describe("demo page with tokens, in headless Chromium", () => {
     await page.waitForFunction(() => document.querySelectorAll("#messages li.message").length >= 21, null, { timeout: 15_000 });
     expect(await shownSeqs(page)).toEqual(Array.from({ length: 21 }, (_, i) => i + 11));
     expect(await page.textContent("#last-seq")).toBe("31");
-    // Reopening just before the last 20 is not a visible disconnect.
+    // Starting 20 messages back (?rewind=20) tells of no gap and no disconnect.
     expect(await page.$$eval("#messages li.notice", (items) => items.map((li) => li.textContent))).toEqual([]);
     expect(await pageState(page)).toBe("open");
     // The room's presence arrived: nobody who is a member (the token has no sub).

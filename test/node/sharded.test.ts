@@ -107,6 +107,40 @@ describe("a room past ROOM_SHARD_SOCKETS", () => {
     for (const { socket } of opened) socket.close();
   });
 
+  it("answers a keyed publish retried from a socket on a leaf with the first seq, and rewinds a socket the edge places on a leaf", async () => {
+    const room = "sharded-keys";
+    const opened: { socket: TestSocket; on: number }[] = [];
+    for (let i = 0; i < 4; i++) opened.push(await openOn(room));
+    const onRoot = opened.find((o) => o.on < 0)!.socket;
+    const onLeaf = opened.find((o) => o.on >= 0)!.socket;
+    onLeaf.send({ type: "publish", id: "a", key: "k-1", data: { n: 1 } });
+    await onLeaf.waitFor((s) => s.events.some((e) => e.type === "published"), 10_000, "the first answer");
+    // The root checks every key: a leaf socket's retry, and the same key from a root socket (sockets share one space).
+    onLeaf.send({ type: "publish", id: "b", key: "k-1", data: { n: 1 } });
+    onRoot.send({ type: "publish", id: "c", key: "k-1", data: { n: 1 } });
+    onLeaf.send({ type: "publish", id: "d", key: "k-1", data: { n: 2 } });
+    const answers = (socket: TestSocket) => socket.events.filter((e) => e.type === "published" || e.type === "error");
+    await onLeaf.waitFor((s) => answers(s).length === 3, 10_000, "the leaf socket's answers");
+    await onRoot.waitFor((s) => answers(s).length === 1, 10_000, "the root socket's answer");
+    expect(answers(onLeaf)).toEqual([
+      { type: "published", id: "a", seq: 1 },
+      { type: "published", id: "b", seq: 1, duplicate: true },
+      expect.objectContaining({ type: "error", id: "d", code: "conflict" }),
+    ]);
+    expect(answers(onRoot)).toEqual([{ type: "published", id: "c", seq: 1, duplicate: true }]);
+    for (let i = 2; i <= 6; i++) await publish(server.url, room, { n: i });
+    for (const { socket } of opened) {
+      await socket.waitForMessages(6, 10_000);
+      expectSeqs(socket.messages, 1, 6);
+    }
+    const rewound = await openOn(room, "?rewind=3");
+    expect(rewound.on).toBeGreaterThanOrEqual(0);
+    await rewound.socket.waitForMessages(3, 10_000);
+    expect(rewound.socket.events[0]).toMatchObject({ type: "welcome", seq: 3 });
+    expect(rewound.socket.messages.map((m) => m.seq)).toEqual([4, 5, 6]);
+    for (const { socket } of [...opened, rewound]) socket.close();
+  });
+
   it("resumes a socket on another leaf, one that opened after the messages and fetches them from the root once for many resumers", async () => {
     const room = "sharded-resume";
     const first: { socket: TestSocket; on: number }[] = [];

@@ -13,6 +13,7 @@ import { Stream } from "../../durable-objects/engine/stream";
 import { History, type HistoryRead } from "../../durable-objects/room/history";
 import { IdempotencyKeys } from "../../durable-objects/room/idempotency-keys";
 import { MetaStore } from "../../durable-objects/room/meta-store";
+import { PublishKeys } from "../../durable-objects/room/publish-keys";
 import { Publishing } from "../../durable-objects/room/publishing";
 import type { Env } from "../../worker/env";
 import { until } from "../helpers/wait";
@@ -120,7 +121,7 @@ describe("Room object", () => {
       const keys = new IdempotencyKeys(state.storage.sql, 60_000);
       const counters = new RoomCounters(MEMORY_ONLY);
       const delivery = new Delivery(counters, { windowBytes: limits.WINDOW_BYTES, graceMs: 1000, batch: { maxBytes: limits.BATCH_MAX_BYTES, maxEvents: limits.BATCH_MAX_EVENTS } }, { occupancyChanged() {}, left() {}, released() {}, name: () => "rows-per-flush" });
-      const publishing = new Publishing({ history, keys }, delivery, new Stream("rows-per-flush", history), counters, limits, { flushed: () => 0, afterFlush() {} });
+      const publishing = new Publishing({ history, keys, publishKeys: new PublishKeys(history, 120_000, () => {}) }, delivery, new Stream("rows-per-flush", history), counters, limits, { flushed: () => 0, afterFlush() {} });
       // Eight small messages published together share one flush: one row, 0.125 rows per message.
       await Promise.all(Array.from({ length: 8 }, (_, i) => publishing.publish(String(i))));
       expect(counters.values).toMatchObject({ published: 8, historyRowsWritten: 1 });

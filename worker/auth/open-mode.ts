@@ -6,7 +6,7 @@ import { accessSettings, webhookSettings, type AccessSettings } from "../../comm
 export function openModeGaps(settings: AccessSettings, webhooks = false): string[] {
   const gaps: string[] = [];
   if (settings.publishKey === null) {
-    gaps.push("PUBLISH_KEY is not set: anyone can publish (POST /rooms/:room/publish, /broadcast), list rooms, read their stats and members (GET /rooms, /rooms/:room, /rooms/:room/presence) and read /metrics");
+    gaps.push("PUBLISH_KEY is not set: anyone can publish (POST /rooms/:room/publish, /broadcast), list rooms, read their stats, members and history (GET /rooms, /rooms/:room, /rooms/:room/presence, /rooms/:room/messages) and read /metrics");
   }
   if (settings.tokenSecret === null) {
     gaps.push("TOKEN_SECRET is not set: anyone can open sockets on any room and publish over them");

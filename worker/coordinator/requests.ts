@@ -1,4 +1,4 @@
-import { isValidRoomName, type ErrorCode } from "../../protocol";
+import { isIdempotencyKey, isValidRoomName, type ErrorCode } from "../../protocol";
 import type { CoordinatorConfig } from "../../common/coordinator-config";
 import { LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT } from "./policy";
 import type { RegistryQuery } from "../../durable-objects/coordinator/registry";
@@ -68,13 +68,10 @@ export function parseBroadcastBody(text: string, config: CoordinatorConfig): Par
   return { ok: true, value: { target: { kind: "prefix", prefix }, dataJson } };
 }
 
-/** Idempotency keys: 1-128 visible ASCII characters. */
-const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,128}$/;
-
-/** Validates an Idempotency-Key header; absent means "generate one". */
+/** Validates an Idempotency-Key header (a broadcast's or an HTTP publish's); absent is null. */
 export function parseIdempotencyKey(header: string | undefined): Parsed<string | null> {
   if (header === undefined) return { ok: true, value: null };
-  if (!IDEMPOTENCY_KEY.test(header)) {
+  if (!isIdempotencyKey(header)) {
     return refuse(400, "bad_request", "Idempotency-Key must be 1-128 visible ASCII characters");
   }
   return { ok: true, value: header };
