@@ -124,7 +124,7 @@ const TABLES = {
     ],
     metrics: [],
   },
-  // At full size (the brief's 1,000 connections × 20 of 400 rooms), at 0.5 msg/s per room: 200 publishes and
+  // At full size (1,000 connections × 20 of 400 rooms), at 0.5 msg/s per room: 200 publishes and
   // 10,000 deliveries a second, what this machine carries beside 20,000 resumes at once.
   storm: {
     title: "reconnect storm: 1,000 multiplexed connections × 20 of 400 rooms (50 followers each), 0.5 msg/s per room, every connection cut at 5 s",
