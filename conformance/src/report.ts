@@ -13,7 +13,10 @@ export interface SuiteReport {
 
 export function summarize(url: string, runId: string, ms: number, results: CheckResult[]): SuiteReport {
   const count = (outcome: CheckResult["result"]) => results.filter((r) => r.result === outcome).length;
-  return { url, runId, ms, passed: count("pass"), failed: count("fail"), skipped: count("skip"), results };
+  // In the order of docs/guarantees.md's clauses, whatever order the checks ran in.
+  const clause = (r: CheckResult) => Number(/^G(\d+)/.exec(r.id)?.[1] ?? 0);
+  const ordered = results.map((r, i) => ({ r, i })).sort((a, b) => clause(a.r) - clause(b.r) || a.i - b.i).map(({ r }) => r);
+  return { url, runId, ms, passed: count("pass"), failed: count("fail"), skipped: count("skip"), results: ordered };
 }
 
 /** The results as a plain-text table (clause, check, result, evidence) and a summary line. */
