@@ -27,7 +27,7 @@ describe("the fault soak's checker", () => {
     const record = cleanRecord();
     const events = record.readers[0]!.events;
     events.splice(2, 1); // seq 2 never delivered
-    events.push({ ...events[2] }); // seq 3 twice
+    events.push({ ...events[2]! }); // seq 3 twice
     const result = checkSoak(record);
     expect(result.counts.gaps).toBe(1);
     expect(result.counts.duplicates).toBe(1);
