@@ -8,10 +8,13 @@
 //              the same port and data directory
 //   restart    SIGTERM to the launcher (every socket closed with 1012), then a start on the same data directory
 //   cut        a few readers' TCP connections destroyed by the client (no close frame)
-//   stall      a few readers stop reading (and so acknowledging) for 4-9 s: the room marks them behind and,
+//   stall      a few readers stop reading (and so acknowledging) for 6-12 s: the room marks them behind and,
 //              past SLOW_GRACE_MS, closes them with 4008
 //   leaf       one leaf of the sharded room aborted (the local server's admin route POST /__local/leaf-abort,
 //              which resets that one object and closes its sockets)
+//
+// With --hold-answer-ms (250 by default) every HTTP publish's answer is held that long after its commit, so most
+// crashes land between some publish's commit and its answer.
 //
 // Publishers send every publish with an Idempotency-Key and retry it with the same key on any failure
 // (connection refused or reset, a timeout, 5xx) until it is answered; broadcasts (POST /broadcast to every
@@ -27,7 +30,7 @@
 //   node tools/build-worker.mjs
 //   flock /tmp/bench.lock node load/bench/fault-soak.mjs [--seconds 240] [--crashes 20] [--rooms 20] [--seed N]
 //        [--readers 3] [--sharded-readers 14] [--rate 3] [--restarts 3] [--cuts 20] [--stalls 12] [--leaf-kills 6]
-//        [--port 18911] [--keep-data]
+//        [--hold-answer-ms 250] [--port 18911] [--keep-data]
 //   node load/bench/fault-soak.mjs --self-check     the checker on corrupted records only (no server)
 //
 // Prints a summary on stderr, one JSON object on stdout (also written to load/results/fault-soak-<time>.json),
@@ -69,6 +72,7 @@ const STALLS = Number(option("stalls", "12"));
 const LEAF_KILLS = Number(option("leaf-kills", "6"));
 const BROADCAST_EVERY_MS = Number(option("broadcast-every-ms", "8000"));
 const PORT = Number(option("port", "18911"));
+const HOLD_ANSWER_MS = Number(option("hold-answer-ms", "250"));
 const KEEP_DATA = argv.includes("--keep-data");
 const SHARD_SOCKETS = 4;
 const DRAIN_MS = 120_000;
@@ -85,6 +89,10 @@ const VARS = {
   HISTORY_MAX_AGE_SECONDS: "86400",
   PUBLISH_DEDUPE_SECONDS: "86400",
   PRESENCE_LEAVE_DELAY_MS: "500",
+  // Each HTTP publish's answer held this long after its row is on disk (durable-objects/room/fault-hold.ts; the
+  // local server only): a kill -9 then often lands between a commit and its answer, and the retry must get the
+  // first seq.
+  ...(HOLD_ANSWER_MS > 0 ? { FAULT_HOLD_PUBLISH_ANSWER_MS: String(HOLD_ANSWER_MS) } : {}),
 };
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -376,7 +384,7 @@ async function postUntilAnswered(path, key, body, deadline) {
 async function publisher(room, lane) {
   for (let n = 1; publishing; n++) {
     const id = `p:${room}:${lane}:${n}`;
-    const data = { id, room, lane, n, text: `message ${n} of ${room}/${lane}`.padEnd(120, ".") };
+    const data = { id, room, lane, n, text: `message ${n} of ${room}/${lane}`.padEnd(500, ".") };
     const key = `soak-${SEED}-${room}-${lane}-${n}`;
     const answer = await postUntilAnswered(`/rooms/${room}/publish`, key, JSON.stringify(data), Date.now() + 180_000);
     if (answer.status === 200) publishes.push({ room, id, key, seq: answer.json.seq, data, attempts: answer.attempts, duplicate: answer.json.duplicate === true });
@@ -441,7 +449,7 @@ async function injectFaults(readers) {
         faults.cut += victims.length;
       } else if (fault.kind === "stall") {
         const victims = [...new Set(Array.from({ length: 1 + Math.floor(random() * 3) }, () => pick(readers)))];
-        const ms = 4000 + random() * 5000;
+        const ms = 6000 + random() * 6000;
         for (const reader of victims) {
           // Stalls run beside the next faults.
           void reader.stall(ms).then((did) => did && stalls.push({ reader: reader.name, ms: Math.round(ms) }));
