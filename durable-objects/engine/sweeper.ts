@@ -98,15 +98,30 @@ export class Sweeper {
    * or sooner when the object wants it for work of its own.
    */
   async ensureAlarm(): Promise<void> {
-    const now = Date.now();
+    const want = this.#unscheduled(Date.now());
+    if (want === null) return;
+    const current = await this.#ctx.storage.getAlarm();
+    if (current === null || current > want) await this.#ctx.storage.setAlarm(want);
+    this.#alarmAt = current === null || current > want ? want : current;
+  }
+
+  /**
+   * Whether ensureAlarm has anything to do: false when no alarm is wanted or
+   * one is already due soon enough. Asked before starting ensureAlarm in the
+   * background, so a busy room's flushes do not each start a task for nothing.
+   */
+  alarmNeeded(): boolean {
+    return this.#unscheduled(Date.now()) !== null;
+  }
+
+  /** When an alarm is wanted that is not yet scheduled (null: none, or one due no later). */
+  #unscheduled(now: number): number | null {
     const live = this.#live();
     const sweep = live && this.#options.idleTimeoutMs > 0 ? now + this.#options.idleTimeoutMs : null;
     const work = this.#host.alarmWanted(now, live);
     const want = sweep === null ? work : work === null ? sweep : Math.min(sweep, work);
-    if (want === null || (this.#alarmAt !== 0 && this.#alarmAt <= want)) return;
-    const current = await this.#ctx.storage.getAlarm();
-    if (current === null || current > want) await this.#ctx.storage.setAlarm(want);
-    this.#alarmAt = current === null || current > want ? want : current;
+    if (want === null || (this.#alarmAt !== 0 && this.#alarmAt <= want)) return null;
+    return want;
   }
 
   /** The object gave its storage back (deleteAll took the alarm with it). */

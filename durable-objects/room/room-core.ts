@@ -396,7 +396,7 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   afterFlush(now: number): void {
     this.engine.sweeper.maybeSweep(now);
     // A room published into with nobody listening still needs its alarm, to give its storage back later.
-    if (this.engine.size === 0) this.#background(this.engine.sweeper.ensureAlarm());
+    if (this.engine.size === 0 && this.engine.sweeper.alarmNeeded()) this.#background(this.engine.sweeper.ensureAlarm());
   }
 
   // -------------------------------------------------------------------------

@@ -7,7 +7,7 @@
 // "Against the runtime's floor", holds the figures and these commands.
 //
 //   npm run build && node load/build.mjs
-//   flock /tmp/bench.lock node load/bench/runtime-floor.mjs --table many-rooms [--rounds 3]
+//   flock /tmp/bench.lock node load/bench/runtime-floor.mjs --table many-rooms [--rounds 3] [--before DIR]
 //
 // Tables: many-rooms, big-room, idle (idle memory and CPU per handshake), publish.
 // --print only prints the command a table runs.
@@ -25,6 +25,8 @@ const option = (name, fallback) => {
 const table = option("table");
 const rounds = option("rounds", "3");
 const print = argv.includes("--print");
+// --before DIR: one more column, ours as another checkout (an earlier commit in a worktree) runs it.
+const before = option("before");
 
 // Each target on a port of its own, so a server that is slow to go cannot hold up the next one.
 const OURS = "ours::--spawn --port 18601 --server-gate off";
@@ -60,7 +62,8 @@ function commandOf(name) {
   }
   const scenario = SCENARIOS[name];
   if (!scenario) return undefined;
-  const variants = [OURS, BARE, BARE_DURABLE, ...nodeVariants].flatMap((v) => ["--variant", v]);
+  const earlier = before === undefined ? [] : [`ours, before::--spawn --port 18602 --server-gate off --server-dir ${before}`];
+  const variants = [OURS, ...earlier, BARE, BARE_DURABLE, ...nodeVariants].flatMap((v) => ["--variant", v]);
   return ["load/bench/compare.mjs", "--rounds", rounds, ...variants, "--", ...scenario];
 }
 

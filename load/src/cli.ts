@@ -57,7 +57,7 @@ async function resolveTarget(options: LoadOptions, spec: TargetSpec): Promise<{ 
   }
   if (options.spawn) {
     log(`starting the local server on port ${options.port} (builds first; can take a while)`);
-    const spawned = await SpawnedServer.start("ours", options.port, options.serverVars, false, options.serverGate);
+    const spawned = await SpawnedServer.start("ours", options.port, options.serverVars, false, options.serverGate, options.serverDir);
     live.servers.add(spawned);
     return { address: parseTargetUrl(`http://127.0.0.1:${options.port}`, false), spawned };
   }

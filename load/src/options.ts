@@ -1,4 +1,5 @@
 import { parseArgs } from "node:util";
+import { resolve } from "node:path";
 import { MAX_ROOMS_PER_CONNECTION } from "../../common/settings";
 
 export const SCENARIOS = ["connect", "fanout", "slow", "storm", "broadcast"] as const;
@@ -36,6 +37,8 @@ export interface LoadOptions {
   wsParams: Record<string, string>;
   /** wrangler.toml var overrides for a --spawn'ed server ("KEY=VALUE"), e.g. BATCH_MAX_EVENTS=1. */
   serverVars: Record<string, string>;
+  /** Another checkout of the service whose local server --spawn starts (an earlier commit, to measure a change side by side). */
+  serverDir: string | undefined;
   // client side
   procs: number;
   sources: number;
@@ -117,6 +120,8 @@ Target (loopback only unless --allow-remote):
   --publish-header H     "Name: value" header on publishes/broadcasts (repeatable), e.g. credentials
   --ws-param P           "name=value" query parameter on socket URLs (repeatable), e.g. a token
   --server-var KV        "KEY=VALUE" var override for the --spawn'ed server (repeatable), e.g. BATCH_MAX_EVENTS=1
+  --server-dir DIR       --spawn the local server of another checkout (e.g. an earlier commit in a git worktree),
+                         to measure a change side by side with compare.mjs
   --server-gate MODE     the --spawn'ed server's accept gate: auto (the launcher's default: on below 262,144
                          descriptors), on, off. With it on the launcher relays every connection; its CPU is
                          reported beside workerd's
@@ -201,6 +206,7 @@ export function parseLoadOptions(argv: string[]): LoadOptions {
       "baseline-bare-durable": { type: "boolean" },
       "bare-port": { type: "string" },
       "server-gate": { type: "string" },
+      "server-dir": { type: "string" },
       "baseline-port": { type: "string" },
       "server-pid": { type: "string" },
       "allow-remote": { type: "boolean" },
@@ -269,6 +275,7 @@ export function parseLoadOptions(argv: string[]): LoadOptions {
     publishHeaders: pairs(values["publish-header"] ?? [], ":", "publish-header"),
     wsParams: pairs(values["ws-param"] ?? [], "=", "ws-param"),
     serverVars: pairs(values["server-var"] ?? [], "=", "server-var"),
+    serverDir: values["server-dir"] === undefined ? undefined : resolve(values["server-dir"]),
     procs: int(values.procs, "procs", 2, 1, 16),
     sources: int(values.sources, "sources", 4, 0, 64),
     inFlight: int(values["in-flight"], "in-flight", 256, 1, 4096),

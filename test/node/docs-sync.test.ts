@@ -197,7 +197,7 @@ describe("paths the docs name", () => {
   const pathPattern = new RegExp(`(?<![\\w./<>-])((?:${folders.join("|")})/[\\w./-]*)`, "g");
   const generated = ["load/results/", "load/dist"];
 
-  for (const doc of ["README.md", "docs/protocol.md", "docs/history.md", "docs/deploy.md", "docs/hooks.md", "docs/coordinator.md", "docs/sharded-rooms.md", "docs/webhooks.md", "docs/multiplexing.md", "wrangler.toml"]) {
+  for (const doc of ["README.md", "docs/protocol.md", "docs/history.md", "docs/deploy.md", "docs/hooks.md", "docs/coordinator.md", "docs/sharded-rooms.md", "docs/webhooks.md", "docs/guarantees.md", "docs/architecture.md", "docs/multiplexing.md", "wrangler.toml"]) {
     it(`${doc}: every path it names exists`, () => {
       const missing = read(doc)
         .split("\n")

@@ -77,7 +77,7 @@ describe("GET /rooms/{room}/messages", () => {
     const last = await page(room, `?cursor=${encodeURIComponent(next.body.cursor!)}&limit=120`);
     expect(seqs(last.body)).toEqual(range(241, 250));
     expect(last.body.cursor).toBeNull();
-  });
+  }, 30_000); // 250 publishes one after another: seconds on a busy machine
 
   it("serves a range between after and before in either direction, and what a socket's events say", async () => {
     const room = "pages-range";

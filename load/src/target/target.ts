@@ -78,14 +78,16 @@ export class SpawnedServer {
     private readonly vars: Record<string, string>,
     private readonly durable: boolean,
     private readonly gate: GateMode,
+    /** The checkout whose local server runs: this one, or another (an earlier commit) to compare with. */
+    private readonly checkout: string,
   ) {
     this.logPath = join(workDir, `${kind}-server.log`);
     this.dataDir = kind === "baseline" ? undefined : join(workDir, "data");
   }
 
-  static async start(kind: ServerKind, port: number, vars: Record<string, string> = {}, durable = false, gate: GateMode = "auto"): Promise<SpawnedServer> {
+  static async start(kind: ServerKind, port: number, vars: Record<string, string> = {}, durable = false, gate: GateMode = "auto", checkout = REPO_ROOT): Promise<SpawnedServer> {
     const workDir = mkdtempSync(join(tmpdir(), `edge-fanout-load-${kind}-`));
-    const server = new SpawnedServer(kind, port, workDir, vars, durable, gate);
+    const server = new SpawnedServer(kind, port, workDir, vars, durable, gate, checkout);
     await server.launch();
     return server;
   }
@@ -101,7 +103,8 @@ export class SpawnedServer {
       const durable = this.kind === "bare-durable" ? ["--durable"] : [];
       return { file: process.execPath, args: [join(DIST_DIR, "bare-server.js"), "--port", String(this.port), "--data", this.dataDir ?? this.workDir, ...durable] };
     }
-    const launcher = join(REPO_ROOT, "local-server/server.mjs");
+    // Earlier checkouts kept the launcher under worker/local/.
+    const launcher = [join(this.checkout, "local-server/server.mjs"), join(this.checkout, "worker/local/server.mjs")].find((path) => existsSync(path)) ?? "";
     // Built on the first launch; a restart measures the restart, not a rebuild.
     const varArgs = Object.entries(this.vars).flatMap(([key, value]) => ["--var", `${key}=${value}`]);
     // A developer's .dev.vars (secrets included) must not change what is measured.
@@ -116,7 +119,7 @@ export class SpawnedServer {
     this.launches++;
     const log = createWriteStream(this.logPath, { flags: "a" });
     const child = spawn(file, args, {
-      cwd: REPO_ROOT,
+      cwd: this.kind === "ours" ? this.checkout : REPO_ROOT,
       env: { ...process.env, PORT: String(this.port), ...(this.dataDir ? { DATA_DIR: this.dataDir } : {}) },
       stdio: ["ignore", "pipe", "pipe"],
     });
