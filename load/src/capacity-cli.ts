@@ -31,6 +31,10 @@ import { costTable, perMillionTable, resourceTable, sourcesList } from "./capaci
 import { shardedFanout, type ShardCosts, type ShardShape, type ShardedFanout } from "./capacity/sharded";
 import { shardCostsFrom } from "./capacity/sharded-inputs";
 import { shardedGrid, shardedSection } from "./capacity/sharded-render";
+import { breakEvenRoomRate, multiplexedFanout, type MuxEstimate } from "./capacity/multiplexed";
+import { muxCostsFrom } from "./capacity/multiplexed-inputs";
+import { multiplexedSection } from "./capacity/multiplexed-render";
+import { usd } from "./capacity/format";
 import { parseHistoryRules } from "../../common/retention";
 import { parseRoomGroup, retentionCost, type RetentionInputs } from "./capacity/retention";
 import { retentionSection } from "./capacity/retention-render";
@@ -85,6 +89,15 @@ only the sharded room (its bill replaces the model of --connections above):
   --send-us US, --push-issue-us US, --push-receive-us US, --rpc-latency-ms MS, --rpc-concurrency N
                          override one per-step cost
 
+Multiplexed connections on Cloudflare (docs/multiplexing.md); with --rooms-per-connection the tool prints only
+the multiplexed workload, in four designs side by side (hubs, an object per connection, a Worker-held socket,
+and single-room sockets carrying the same subscriptions), and the hosted services' prices beside them:
+  --rooms-per-connection K  rooms each of --connections follows (rooms = connections × K ÷ --room-size)
+  --room-rate R          messages per second into each room (default: msgs-per-conn × room-size)
+  --hubs N               MULTIPLEX_HUBS (default: the fewest that hold the connections at 80% of
+                         --max-connections-per-hub and keep a hub's thread within --hub-budget)
+  --max-connections-per-hub N  (default 2000)   --hub-budget F (default 0.5)
+  --mux-from FILE        per-step costs from a load/bench/multiplex.mjs result (else the documented defaults)
 History rules (docs/history.md); printed with --rule-rooms:
   --history-rules JSON   a HISTORY_RULES value, e.g. '[{"prefix":"chat:","maxMessages":10000,"maxAgeSeconds":86400}]'
   --rule-rooms P=N@R     N rooms whose names start with P, each with R messages/s (repeat; P "*" for the others)
@@ -149,6 +162,11 @@ function main(): number {
       "push-receive-us": { type: "string" },
       "rpc-latency-ms": { type: "string" },
       "rpc-concurrency": { type: "string" },
+      "rooms-per-connection": { type: "string" },
+      hubs: { type: "string" },
+      "max-connections-per-hub": { type: "string" },
+      "hub-budget": { type: "string" },
+      "mux-from": { type: "string" },
       "history-rules": { type: "string" },
       "rule-rooms": { type: "string", multiple: true },
       "history-max-messages": { type: "string" },
@@ -270,6 +288,44 @@ function main(): number {
     ? [100_000, 1_000_000].flatMap((n) => [1, 10].map((rate) => shardedFanout(shapeFor(n, rate, shardSockets), shard.costs, CLOUDFLARE_PRICING)))
     : undefined;
 
+  // Multiplexed connections are their own question too: the same subscriptions in four designs.
+  if (values["rooms-per-connection"] !== undefined) {
+    const mux = muxCostsFrom(values["mux-from"]);
+    mux.costs.ackUs = costs.cpuPerAckUs;
+    mux.sources.ackUs = ours.sources.cpuPerAckUs;
+    const perConnection = Math.max(1, Math.round(num(values["rooms-per-connection"], "rooms-per-connection", 1)));
+    const shape = {
+        connections: workload.connections,
+        roomsPerConnection: perConnection,
+        followersPerRoom: workload.roomSize,
+        roomRate,
+        publishVia: workload.publishVia,
+        hubs: Math.round(num(values.hubs, "hubs", 0)),
+        maxConnectionsPerHub: num(values["max-connections-per-hub"], "max-connections-per-hub", DEFAULTS.MAX_CONNECTIONS_PER_HUB),
+        hubBudget: Math.min(1, Math.max(0.01, num(values["hub-budget"], "hub-budget", 0.5))),
+        rowsPerMessage: rows.value,
+        sessionSeconds: assumptions.sessionSeconds,
+        pingsBilled: assumptions.pingsBilled,
+        pingIntervalSeconds: assumptions.pingIntervalSeconds,
+        acksAt: (frames: number) => (frames <= 0 ? 0 : frames / (1 + frames * assumptions.ack.delaySeconds)),
+    };
+    const estimate = multiplexedFanout(shape, mux.costs, CLOUDFLARE_PRICING);
+    const breakEven = breakEvenRoomRate(shape, mux.costs, CLOUDFLARE_PRICING);
+    const hosted = hostedLines(estimate, workload);
+    if (values.json) {
+      process.stdout.write(`${JSON.stringify({ multiplexed: { ...estimate, shape: { ...estimate.shape, acksAt: undefined } }, breakEvenRoomRate: breakEven ?? null, muxCosts: mux.costs, muxSources: mux.sources, perMillionDelivered: hosted }, null, 2)}\n`);
+      return 0;
+    }
+    const even =
+      breakEven === undefined
+        ? "  hubs and single-room sockets do not cost the same at any rate from 0.001 to 1,000 msg/s per room"
+        : `  hubs cost less than single-room sockets below ${fmt(breakEven)} msg/s per room (this shape otherwise); above it the pushes (billed requests) cost more than the extra sockets`;
+    const out = [multiplexedSection(estimate, mux.costs, mux.sources), even, "", perMillionTable("Cost per million delivered messages beside list prices (the hosted services count connections, not sockets):", hosted), "", sourcesList("Cloudflare prices used:", CLOUDFLARE_PRICING.sources)];
+    out.push("(the multiplexed workload alone; without --rooms-per-connection the tool models --connections in rooms of --room-size)");
+    process.stdout.write(`${out.join("\n")}\n`);
+    return 0;
+  }
+
   // History rules: what a rule set stores and writes for rooms grouped by prefix.
   const groups = (values["rule-rooms"] ?? []).map(parseRoomGroup);
   const retentionInputs: RetentionInputs = {
@@ -377,6 +433,35 @@ function main(): number {
   out.push(sourcesList("Cloudflare prices used:", CLOUDFLARE_PRICING.sources));
   process.stdout.write(`${out.join("\n")}\n`);
   return 0;
+}
+
+/**
+ * The per-million lines of the multiplexed workload: each design's bill, then the hosted services as they
+ * would count it (C connections, each receiving its K rooms; rooms × rate publishes).
+ */
+function hostedLines(e: MuxEstimate, w: Workload) {
+  const s = e.shape;
+  const deliveries = e.deliveriesPerSecond;
+  const ours = e.designs.map((d) => ({
+    service: `this service on Cloudflare, ${d.design}`,
+    plan: "Workers Paid",
+    usdPerMillionDelivered: d.usdPerMillionDelivered,
+    monthlyUsd: d.monthlyUsd,
+    basis: `the estimated bill ${usd(d.monthlyUsd)}/month over ${fmt((deliveries * 30 * 86_400) / 1e6)} million deliveries`,
+    fits: d.limits.every((l) => l.ok) ? "within the platform's limits" : `over: ${d.limits.filter((l) => !l.ok).map((l) => l.name).join("; ")}`,
+    messageMeaning: "billed: requests (upgrades, publishes, pushes), incoming socket messages at 20:1, duration while active, rows written per flush",
+    sources: [],
+    notes: [],
+  }));
+  // As a hosted service sees it: C connections, each publishing its share so that rooms × rate messages go out to F followers.
+  const hostedWorkload: Workload = {
+    ...w,
+    connections: s.connections,
+    roomSize: s.followersPerRoom,
+    messagesPerConnection: (e.rooms * s.roomRate) / s.connections,
+    channels: e.rooms,
+  };
+  return [...ours, ...HOSTED_SERVICES.map((service) => hostedEstimate(hostedWorkload, service))];
 }
 
 try {

@@ -152,6 +152,9 @@ async function runTarget(options: LoadOptions, spec: TargetSpec, hardStopAt: num
       slowFraction: options.scenario === "slow" ? options.slowFraction : 0,
       slowCount: options.scenario === "slow" ? options.slowCount : -1,
       totalSockets: totalSockets(options),
+      mux: options.mux,
+      // connect opens the connections first and then times one subscribe storm of them all.
+      subscribeOnOpen: options.scenario !== "connect",
     });
     live.pools.add(pool);
     sampler.attachPool(pool);

@@ -1,5 +1,6 @@
 import { parseArgs } from "node:util";
 import { resolve } from "node:path";
+import { MAX_ROOMS_PER_CONNECTION } from "../../common/settings";
 
 export const SCENARIOS = ["connect", "fanout", "slow", "storm", "broadcast"] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
@@ -44,6 +45,12 @@ export interface LoadOptions {
   inFlight: number;
   handshakeTimeoutMs: number;
   ackBytes: number;
+  /**
+   * Rooms each connection follows over one multiplexed connection (`GET /ws`); 0 = one socket per room.
+   * With it, `sockets` stays the followers of each room, so the same options describe the same
+   * subscriptions either way: rooms × sockets ÷ mux connections (connect: `sockets` connections).
+   */
+  mux: number;
   // shape
   sockets: number;
   rooms: number;
@@ -145,6 +152,12 @@ Client side:
   --handshake-timeout MS default 10000
   --ack-bytes B          ack after B unacknowledged bytes (default: a quarter of the welcome's window)
 
+Multiplexed connections (GET /ws; every delivery matched by room and seq per subscription):
+  --mux K                each connection follows K rooms (subscribe per room, acks naming the room).
+                         --sockets stays the followers per room: rooms x sockets / K connections, connection c
+                         following rooms cK .. cK+K-1 (mod --rooms). connect: --sockets connections, opened
+                         first and then all subscribing at once (a subscribe storm, timed apart)
+
 Output and bounds:
   --json                 print the result as JSON on stdout (human output goes to stderr)
   --out DIR              where to write the JSON and HTML report (default load/results)
@@ -205,6 +218,7 @@ export function parseLoadOptions(argv: string[]): LoadOptions {
       "in-flight": { type: "string" },
       "handshake-timeout": { type: "string" },
       "ack-bytes": { type: "string" },
+      mux: { type: "string" },
       sockets: { type: "string" },
       rooms: { type: "string" },
       wave: { type: "string" },
@@ -267,6 +281,7 @@ export function parseLoadOptions(argv: string[]): LoadOptions {
     inFlight: int(values["in-flight"], "in-flight", 256, 1, 4096),
     handshakeTimeoutMs: int(values["handshake-timeout"], "handshake-timeout", 10_000, 100, 120_000),
     ackBytes: int(values["ack-bytes"], "ack-bytes", 0, 0, 64 * 1024 * 1024),
+    mux: int(values.mux, "mux", 0, 0, MAX_ROOMS_PER_CONNECTION),
     sockets: int(values.sockets, "sockets", d.sockets ?? 1000, 1, HARD_SOCKET_CAP),
     rooms: int(values.rooms, "rooms", d.rooms ?? 1, 1, 1000),
     wave: int(values.wave, "wave", d.wave ?? HARD_SOCKET_CAP, 1, HARD_SOCKET_CAP),
@@ -292,6 +307,7 @@ export function parseLoadOptions(argv: string[]): LoadOptions {
     quiet: values.quiet ?? false,
   };
   if (options.stallSeconds < 0) options.stallSeconds = options.durationSeconds;
+  if (options.mux > 0) muxProblem(options);
   const total = totalSockets(options);
   if (options.slowCount > total) throw new Error(`--slow-count ${options.slowCount} is more than the ${total} sockets of the run`);
   if (total > HARD_SOCKET_CAP) {
@@ -303,9 +319,41 @@ export function parseLoadOptions(argv: string[]): LoadOptions {
   return options;
 }
 
-/** Sockets a run opens: `--sockets` is per room except for connect, where it is the total. */
-export function totalSockets(options: Pick<LoadOptions, "scenario" | "sockets" | "rooms">): number {
-  return options.scenario === "connect" ? options.sockets : options.sockets * options.rooms;
+/**
+ * Sockets a run opens: `--sockets` is per room except for connect, where it is the total. With `--mux K`
+ * each socket is one connection that follows K rooms, so rooms × sockets subscriptions take a K-th of them.
+ */
+export function totalSockets(options: Pick<LoadOptions, "scenario" | "sockets" | "rooms"> & { mux?: number }): number {
+  if (options.scenario === "connect") return options.sockets;
+  const subscriptions = options.sockets * options.rooms;
+  return options.mux ? Math.ceil(subscriptions / options.mux) : subscriptions;
+}
+
+/** Subscriptions a run holds: one per socket, or K per multiplexed connection. */
+export function totalSubscriptions(options: Pick<LoadOptions, "scenario" | "sockets" | "rooms" | "mux">): number {
+  return options.mux > 0 ? totalSockets(options) * options.mux : totalSockets(options);
+}
+
+/**
+ * The rooms multiplexed connection `index` follows: `perConnection` consecutive rooms from
+ * index × perConnection, wrapping around `rooms`. Connections side by side tile the rooms, so with
+ * connections × perConnection = rooms × followers every room has exactly `followers` of them.
+ */
+export function muxRoomsOf(index: number, perConnection: number, rooms: readonly string[]): string[] {
+  return Array.from({ length: perConnection }, (_, j) => rooms[(index * perConnection + j) % rooms.length] as string);
+}
+
+/** Why a --mux run cannot be what it says: every room the same followers, no connection following a room twice. */
+function muxProblem(options: LoadOptions): void {
+  if (options.mux > options.rooms) throw new Error(`--mux ${options.mux} is more rooms than the run has (--rooms ${options.rooms})`);
+  if (options.scenario === "broadcast") throw new Error("--mux is for connect, fanout, slow and storm");
+  // The bare workerd baseline holds a multiplexed connection in its Worker (load/baselines/bare-workerd/relay.ts); the Node one has none.
+  if (options.baseline || (options.baselineOnly && !options.baselineBare && !options.baselineBareDurable)) {
+    throw new Error("--mux runs against the service and the bare workerd baseline: the Node baseline has no multiplexed connections");
+  }
+  if (options.scenario !== "connect" && (options.sockets * options.rooms) % options.mux !== 0) {
+    throw new Error(`--rooms ${options.rooms} × --sockets ${options.sockets} subscriptions do not divide into connections of --mux ${options.mux}`);
+  }
 }
 
 /** What one run is measured against, in order: ours, then each baseline asked for. */

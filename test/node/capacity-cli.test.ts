@@ -31,6 +31,19 @@ describe("npm run capacity", () => {
     expect((json.sharded as { shape: { subscribers: number } }).shape.subscribers).toBe(1_000_000);
   });
 
+  it("answers multiplexed connections in four designs, beside the single-room equivalent (2,000,000 sockets)", () => {
+    const text = capacity("--connections", "100000", "--rooms-per-connection", "20", "--room-size", "50", "--room-rate", "2", "--publish-via", "http");
+    expect(text).toMatch(/^Multiplexed connections on Cloudflare: 100,000 connections × 20 rooms each = 2,000,000 subscriptions, in 40,000 rooms of 50 followers/);
+    expect(text).toMatch(/client sockets\s+100,000\s+100,000\s+100,000\s+2,000,000/);
+    expect(text).toContain("Ably Pub/Sub");
+    expect(text).not.toMatch(/Monthly cost on Cloudflare|Sharded room on Cloudflare/);
+    const json = JSON.parse(capacity("--connections", "100000", "--rooms-per-connection", "20", "--room-size", "50", "--room-rate", "2", "--json")) as {
+      multiplexed: { rooms: number; designs: Array<{ design: string; clientSockets: number }> };
+    };
+    expect(json.multiplexed.rooms).toBe(40_000);
+    expect(json.multiplexed.designs.map((d) => d.design)).toEqual(["hubs", "object per connection", "Worker-held socket", "single-room sockets"]);
+  });
+
   it("still answers the many-rooms question when no sharded room is asked about", () => {
     const text = capacity("--connections", "10000", "--room-size", "100");
     expect(text).toContain("Monthly cost on Cloudflare");

@@ -167,7 +167,7 @@ describe("docs/protocol.md", () => {
 });
 
 describe("the configuration tables of the README and the guides", () => {
-  for (const path of ["README.md", "docs/coordinator.md", "docs/sharded-rooms.md", "docs/webhooks.md"]) {
+  for (const path of ["README.md", "docs/coordinator.md", "docs/sharded-rooms.md", "docs/webhooks.md", "docs/multiplexing.md"]) {
     it(`${path}: every var is a setting with the default the service has, each listed once`, () => {
       const documented = documentedDefaults(tableUnder(read(path), "## Configuration"), "var", "default");
       expect(documented.length).toBeGreaterThan(0);
@@ -197,7 +197,7 @@ describe("paths the docs name", () => {
   const pathPattern = new RegExp(`(?<![\\w./<>-])((?:${folders.join("|")})/[\\w./-]*)`, "g");
   const generated = ["load/results/", "load/dist"];
 
-  for (const doc of ["README.md", "docs/protocol.md", "docs/history.md", "docs/deploy.md", "docs/hooks.md", "docs/coordinator.md", "docs/sharded-rooms.md", "docs/webhooks.md", "docs/guarantees.md", "docs/architecture.md", "wrangler.toml"]) {
+  for (const doc of ["README.md", "docs/protocol.md", "docs/history.md", "docs/deploy.md", "docs/hooks.md", "docs/coordinator.md", "docs/sharded-rooms.md", "docs/webhooks.md", "docs/guarantees.md", "docs/architecture.md", "docs/multiplexing.md", "wrangler.toml"]) {
     it(`${doc}: every path it names exists`, () => {
       const missing = read(doc)
         .split("\n")

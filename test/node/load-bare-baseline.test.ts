@@ -127,6 +127,43 @@ describe("the bare workerd baseline", () => {
     }
   }, 60_000);
 
+  it("holds a multiplexed connection in its Worker: a subscribed event per room from the room's welcome, then each room's messages naming it", async () => {
+    const bare = await startBare(dataDir(), false);
+    try {
+      await publish(bare, "mx-b", "0");
+      const ws = new WebSocket(`${bare.ws}/ws`, { perMessageDeflate: false });
+      const events: Array<Record<string, unknown>> = [];
+      ws.on("message", (data) => {
+        const parsed = parseServerFrame(String(data));
+        if (parsed.ok) events.push(...(parsed.value as unknown as Array<Record<string, unknown>>));
+      });
+      await new Promise<void>((resolve, reject) => {
+        ws.once("open", () => resolve());
+        ws.once("error", reject);
+      });
+      await until(() => events.length === 1);
+      expect(events[0]).toMatchObject({ type: "welcome", window: 1_048_576 });
+      ws.send(JSON.stringify({ type: "subscribe", room: "mx-a" }));
+      ws.send(JSON.stringify({ type: "subscribe", room: "mx-b" }));
+      await until(() => events.filter((e) => e.type === "subscribed").length === 2);
+      expect(events.find((e) => e.type === "subscribed" && e.room === "mx-b")).toMatchObject({ seq: 1 });
+      await publish(bare, "mx-a", '{"a":1}');
+      await publish(bare, "mx-b", '{"b":2}');
+      await until(() => events.filter((e) => e.type === "message").length === 2);
+      const messages = events.filter((e) => e.type === "message");
+      expect(messages).toEqual([
+        expect.objectContaining({ room: "mx-a", seq: 1, data: { a: 1 } }),
+        expect.objectContaining({ room: "mx-b", seq: 2, data: { b: 2 } }),
+      ]);
+      const pong = new Promise<string>((resolve) => ws.once("message", (data) => resolve(String(data))));
+      ws.send("ping");
+      expect(await pong).toBe("pong");
+      ws.close();
+    } finally {
+      await stop(bare);
+    }
+  }, 60_000);
+
   it("answers every message of a batched publish with its own room's seq", async () => {
     const bare = await startBare(dataDir(), false);
     try {

@@ -4,6 +4,9 @@
  * checks, no registry: the runtime's own cost of carrying a request to an
  * object and back.
  *
+ * `GET /ws` is a multiplexed connection held by the Worker itself, with an
+ * internal socket per subscribed room into the room's object (relay.ts).
+ *
  * `POST /publish` takes messages for several rooms in one request
  * (`{"messages":[{"room","data"}]}`) and answers each with its own seq
  * (`{"results":[{"room","seq","recipients"}]}`): one RPC per room, in
@@ -12,6 +15,7 @@
  */
 import type { PublishAnswer } from "../../../protocol";
 import type { BarePublished } from "./room";
+import { relayConnection } from "./relay";
 import type { DurableObjectNamespace } from "./runtime";
 export { BareRoom } from "./room";
 
@@ -51,6 +55,13 @@ export default {
     const url = new URL(request.url);
     if (url.pathname === "/healthz") return Response.json({ ok: true, server: "bare-workerd" });
     if (url.pathname === "/publish" && request.method === "POST") return publishBatch(request, env);
+    // A multiplexed connection the Worker holds itself, an internal socket per room (relay.ts).
+    if (url.pathname === "/ws" && request.headers.get("upgrade")?.toLowerCase() === "websocket") {
+      return relayConnection(async (room) => {
+        const answer = await roomStub(env, room).fetch(new Request(`http://bare/rooms/${encodeURIComponent(room)}/ws`, { headers: { Upgrade: "websocket" } }));
+        return (answer as Response & { webSocket?: WebSocket & { accept(): void } }).webSocket ?? null;
+      });
+    }
     const match = ROOM_ROUTE.exec(url.pathname);
     if (!match) return new Response("not found", { status: 404 });
     const upgrade = match[2] === "ws";

@@ -16,6 +16,8 @@ export interface Workload {
   payloadBytes: number;
   /** Publishes arrive as socket frames (billed 20:1) or as HTTP requests. */
   publishVia: "socket" | "http";
+  /** Rooms (channels) when a connection follows several; absent: connections ÷ room size, one room each. */
+  channels?: number;
 }
 
 /** Per-operation costs of the server, measured by the load tool or assumed. */

@@ -64,7 +64,7 @@ export function meteredEstimate(w: Workload, s: HostedService): PerMillionLine {
   const perSecond = countedPerSecond(s, w);
   const counted = perSecond * SECONDS_PER_MONTH;
   const deliveries = deliveriesPerSecond(w) * SECONDS_PER_MONTH;
-  const rooms = Math.ceil(w.connections / w.roomSize);
+  const rooms = w.channels ?? Math.ceil(w.connections / w.roomSize);
   const minutes = SECONDS_PER_MONTH / 60;
   const messagesUsd = (counted / 1e6) * (s.usdPerMillionMessages ?? 0);
   const connectionUsd = ((w.connections * minutes) / 1e6) * (s.usdPerMillionConnectionMinutes ?? 0);

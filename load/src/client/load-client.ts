@@ -12,6 +12,7 @@ import { Histogram } from "../stats/histogram";
 import { ClientLedger } from "../stats/ledger";
 import { classifyConnectError } from "../stats/failures";
 import { fullJitterDelay, type CloseRecord, type WorkerConfig } from "./messages";
+import type { ConnectOutcome, SimulatedClient } from "./simulated";
 
 /** Counters and histograms shared by every client of one process. */
 export class ClientStats {
@@ -43,6 +44,10 @@ export class ClientStats {
   pongs = 0;
   parseErrors = 0;
   errorEvents = 0;
+  /** Multiplexed connections: `subscribed` events, refused subscribes by error code, and the time a connection's rooms took. */
+  subscribed = 0;
+  readonly subscribeRefusals: Record<string, number> = {};
+  readonly subscribeMs = new Histogram(60_000);
 
   constructor(ceilingMs: number) {
     this.latency = { fast: new Histogram(ceilingMs), slow: new Histogram(ceilingMs) };
@@ -56,15 +61,14 @@ export class ClientStats {
   }
 }
 
-export type ConnectOutcome = { ok: true } | { ok: false; cause: string };
 
-const MAX_CLOSE_RECORDS = 20_000;
+export const MAX_CLOSE_RECORDS = 20_000;
 
 /**
  * One simulated subscriber: a socket to one room, delivery bookkeeping that
  * survives reconnects, heartbeats and acks as a well-behaved client sends them.
  */
-export class LoadClient {
+export class LoadClient implements SimulatedClient {
   private ws: WebSocket | undefined;
   private connecting = false;
   private window = 0;
@@ -108,6 +112,10 @@ export class LoadClient {
   /** Whether this client should be caught up with the room by the end of a run. */
   get expectedToKeepUp(): boolean {
     return this.everWelcomed && !this.stalled && !this.permanentlyClosed;
+  }
+
+  *subscriptions(): Iterable<readonly [string, ClientLedger]> {
+    yield [this.room, this.ledger];
   }
 
   /** Opens the socket; resolves once the welcome arrived or the attempt failed. */
@@ -346,7 +354,7 @@ export class LoadClient {
 }
 
 /** The publisher puts its send time in the payload as `t`; absent for foreign payloads. */
-function publisherSendTime(data: unknown): number | undefined {
+export function publisherSendTime(data: unknown): number | undefined {
   if (typeof data === "object" && data !== null && "t" in data) {
     const t = (data as { t: unknown }).t;
     if (typeof t === "number") return t;

@@ -33,6 +33,10 @@ export interface WorkerConfig {
   slowCount: number;
   /** Sockets of the whole run (all processes), for slowCount. */
   totalSockets: number;
+  /** Rooms each socket follows over a multiplexed connection (`GET /ws`); 0 = a socket per room (rooms[i % rooms.length]). */
+  mux: number;
+  /** Multiplexed: subscribe as soon as the connection is welcomed (else only on a `subscribe-all` command). */
+  subscribeOnOpen: boolean;
 }
 
 export type MainToWorker =
@@ -44,6 +48,8 @@ export type MainToWorker =
   /** The server is being restarted at `at`: measure downtime from there. */
   | { type: "mark-drop"; at: number }
   | { type: "settle"; generations: Record<string, PublishedRange[]> }
+  /** Multiplexed: every open connection sends all its subscribes at once (a subscribe storm). */
+  | { type: "subscribe-all"; id: number }
   | { type: "close-all" };
 
 export interface WorkerProgress {
@@ -61,6 +67,8 @@ export interface WorkerProgress {
   closes: number;
   /** Clients that lost their socket and are waiting to reconnect. */
   reconnecting: number;
+  /** Subscriptions live right now: one per open single-room socket, each subscribed room of a multiplexed connection. */
+  subscriptions: number;
   /** Per room: the lowest highest-seq among clients expected to keep up (not stalled, not permanently closed). */
   lowestSeqByRoom: Record<string, number>;
   cpuUserUs: number;
@@ -107,6 +115,23 @@ export interface WorkerSettled {
   pongs: number;
   parseErrors: number;
   errorEvents: number;
+  /** Multiplexed connections: subscribes refused by error code, and per connection, the time its rooms took to be subscribed. */
+  subscribe: { subscribed: number; refusals: Record<string, number>; connectionMs: HistogramJSON };
+}
+
+/** One process's part of a subscribe storm. */
+export interface SubscribeAllDone {
+  id: number;
+  connections: number;
+  /** Subscriptions asked for, and those answered `subscribed`. */
+  asked: number;
+  subscribed: number;
+  /** Refused subscribes by error code (each attempt; a rate-limited one is tried again). */
+  refusals: Record<string, number>;
+  /** Connections that closed before all their rooms were subscribed. */
+  closed: number;
+  /** Epoch ms of the last `subscribed` event of the storm in this process (0: none). */
+  lastAt: number;
 }
 
 export interface WaveDone {
@@ -123,6 +148,7 @@ export type WorkerToMain =
   | { type: "progress"; progress: WorkerProgress }
   | { type: "wave-done"; wave: WaveDone }
   | { type: "settled"; settled: WorkerSettled }
+  | { type: "subscribed-all"; done: SubscribeAllDone }
   | { type: "closed" }
   | { type: "fatal"; message: string };
 

@@ -8,6 +8,7 @@ import type {
   CloseRecord,
   GroupResult,
   MainToWorker,
+  SubscribeAllDone,
   WaveDone,
   WorkerConfig,
   WorkerProgress,
@@ -54,6 +55,19 @@ export interface PoolSettled {
   pongs: number;
   parseErrors: number;
   errorEvents: number;
+  /** Multiplexed connections: `subscribed` events, refused subscribes by code, the time each connection's rooms took. */
+  subscribe: { subscribed: number; refusals: Record<string, number>; connectionMs: Histogram };
+}
+
+/** A subscribe storm over every process: what was asked, answered and refused, and when the last room was subscribed. */
+export interface SubscribeStorm {
+  connections: number;
+  asked: number;
+  subscribed: number;
+  refusals: Record<string, number>;
+  closed: number;
+  /** From the command to the last `subscribed` event, ms. */
+  allSubscribedMs: number | undefined;
 }
 
 const workerScript = join(dirname(fileURLToPath(import.meta.url)), "client-worker.js");
@@ -142,6 +156,27 @@ export class ClientPool {
     return merged;
   }
 
+  /** Every open multiplexed connection subscribes to all its rooms at once; resolves when each room has its answer. */
+  async subscribeAll(timeoutMs: number): Promise<SubscribeStorm> {
+    const id = ++this.waveCounter;
+    const answers = this.workers.map((w) => this.waitFor(w, (m) => m.type === "subscribed-all" && m.done.id === id, timeoutMs));
+    const sentAt = Date.now();
+    this.send({ type: "subscribe-all", id });
+    const parts = (await Promise.all(answers)).map((m) => (m as Extract<WorkerToMain, { type: "subscribed-all" }>).done);
+    const storm: SubscribeStorm = { connections: 0, asked: 0, subscribed: 0, refusals: {}, closed: 0, allSubscribedMs: undefined };
+    let lastAt = 0;
+    for (const part of parts as SubscribeAllDone[]) {
+      storm.connections += part.connections;
+      storm.asked += part.asked;
+      storm.subscribed += part.subscribed;
+      storm.closed += part.closed;
+      addCounts(storm.refusals, part.refusals);
+      lastAt = Math.max(lastAt, part.lastAt);
+    }
+    if (lastAt > 0) storm.allSubscribedMs = lastAt - sentAt;
+    return storm;
+  }
+
   stall(): void {
     this.send({ type: "stall" });
   }
@@ -172,6 +207,7 @@ export class ClientPool {
       bytes: 0,
       closes: 0,
       reconnecting: 0,
+      subscriptions: 0,
       lowestSeqByRoom: {},
       cpuUserUs: own.user,
       cpuSystemUs: own.system,
@@ -192,6 +228,7 @@ export class ClientPool {
       merged.bytes += p.bytes;
       merged.closes += p.closes;
       merged.reconnecting += p.reconnecting;
+      merged.subscriptions += p.subscriptions;
       merged.cpuUserUs += p.cpuUserUs;
       merged.cpuSystemUs += p.cpuSystemUs;
       merged.clientCpuUs += p.cpuUserUs + p.cpuSystemUs;
@@ -284,8 +321,12 @@ export function mergeSettled(parts: WorkerSettled[], ceiling: number): PoolSettl
     pongs: 0,
     parseErrors: 0,
     errorEvents: 0,
+    subscribe: { subscribed: 0, refusals: {}, connectionMs: new Histogram(60_000) },
   };
   for (const p of parts) {
+    result.subscribe.subscribed += p.subscribe.subscribed;
+    addCounts(result.subscribe.refusals, p.subscribe.refusals);
+    result.subscribe.connectionMs.merge(p.subscribe.connectionMs);
     handshakeMs.merge(p.handshakeMs);
     welcomeMs.merge(p.welcomeMs);
     downtimeMs.merge(p.reconnect.downtimeMs);

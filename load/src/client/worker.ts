@@ -3,12 +3,16 @@
  * coordinating process. Several of these run at once so that the load
  * generator's own event loop is not what limits a run.
  */
+import { muxRoomsOf } from "../options";
 import { addTotals, emptyTotals } from "../stats/ledger";
 import { ClientStats, LoadClient } from "./load-client";
+import { MuxLoadClient } from "./mux-client";
+import type { SimulatedClient } from "./simulated";
 import {
   isSlowClient,
   type GroupResult,
   type MainToWorker,
+  type SubscribeAllDone,
   type WaveDone,
   type WorkerConfig,
   type WorkerProgress,
@@ -31,31 +35,59 @@ function readConfig(): WorkerConfig {
 
 const config = readConfig();
 const stats = new ClientStats(config.histogramCeilingMs);
-const clients = new Map<number, LoadClient>();
+const clients = new Map<number, SimulatedClient>();
 
-function clientFor(index: number): LoadClient {
+function clientFor(index: number): SimulatedClient {
   let client = clients.get(index);
   if (!client) {
-    const room = config.rooms[index % config.rooms.length] as string;
     const sources = config.sourceAddresses;
     const source = sources.length ? sources[index % sources.length] : undefined;
     const group = isSlowClient(index, config.slowFraction, config.slowCount, config.totalSockets) ? "slow" : "fast";
-    client = new LoadClient(index, room, group, source, config, stats);
+    client =
+      config.mux > 0
+        ? new MuxLoadClient(index, muxRoomsOf(index, config.mux, config.rooms), group, source, config, stats)
+        : new LoadClient(index, config.rooms[index % config.rooms.length] as string, group, source, config, stats);
     clients.set(index, client);
   }
   return client;
 }
 
+/** Every open multiplexed connection of this process subscribes to all its rooms at once. */
+async function subscribeAll(id: number): Promise<SubscribeAllDone> {
+  const mine = [...clients.values()].filter((c): c is MuxLoadClient => c instanceof MuxLoadClient && c.isOpen);
+  const before = { ...stats.subscribeRefusals };
+  let lastAt = 0;
+  const outcomes = await Promise.all(
+    mine.map((client) =>
+      client.subscribeAll().then((outcome) => {
+        lastAt = Math.max(lastAt, Date.now());
+        return outcome;
+      }),
+    ),
+  );
+  const refusals: Record<string, number> = {};
+  for (const [code, n] of Object.entries(stats.subscribeRefusals)) if (n - (before[code] ?? 0) > 0) refusals[code] = n - (before[code] ?? 0);
+  return {
+    id,
+    connections: mine.length,
+    asked: outcomes.reduce((n, o) => n + o.asked, 0),
+    subscribed: outcomes.reduce((n, o) => n + o.subscribed, 0),
+    refusals,
+    closed: outcomes.filter((o) => o.closed).length,
+    lastAt,
+  };
+}
+
 /** Opens this process's share of sockets [from, to) with a bounded number of handshakes in flight. */
 async function openWave(waveId: number, from: number, to: number): Promise<WaveDone> {
-  const mine: LoadClient[] = [];
+  const mine: SimulatedClient[] = [];
   for (let i = from; i < to; i++) if (i % config.workerCount === config.workerIndex) mine.push(clientFor(i));
   const failures: Record<string, number> = {};
   let ok = 0;
   let next = 0;
   const runner = async (): Promise<void> => {
     while (next < mine.length) {
-      const client = mine[next++] as LoadClient;
+      const client = mine[next++] as SimulatedClient;
       const outcome = await client.connect();
       if (outcome.ok) ok++;
       else failures[outcome.cause] = (failures[outcome.cause] ?? 0) + 1;
@@ -64,10 +96,12 @@ async function openWave(waveId: number, from: number, to: number): Promise<WaveD
   await Promise.all(Array.from({ length: Math.max(1, Math.min(config.inFlight, mine.length)) }, runner));
   const welcomeSeqByRoom: Record<string, number> = {};
   for (const client of mine) {
-    const point = client.ledger.resumePoint();
-    if (!point) continue;
-    const seen = welcomeSeqByRoom[client.room];
-    welcomeSeqByRoom[client.room] = seen === undefined ? point.since : Math.min(seen, point.since);
+    for (const [room, ledger] of client.subscriptions()) {
+      const point = ledger.resumePoint();
+      if (!point) continue;
+      const seen = welcomeSeqByRoom[room];
+      welcomeSeqByRoom[room] = seen === undefined ? point.since : Math.min(seen, point.since);
+    }
   }
   return { waveId, attempted: mine.length, ok, failures, welcomeSeqByRoom };
 }
@@ -76,15 +110,20 @@ function progress(): WorkerProgress {
   let open = 0;
   let connecting = 0;
   let reconnecting = 0;
+  let subscriptions = 0;
   const lowestSeqByRoom: Record<string, number> = {};
   for (const client of clients.values()) {
     if (client.isOpen) open++;
     if (client.isConnecting) connecting++;
     if (client.waitingToComeBack || client.isReconnecting) reconnecting++;
-    if (client.expectedToKeepUp) {
-      const seq = client.ledger.highestSeq;
-      const seen = lowestSeqByRoom[client.room];
-      lowestSeqByRoom[client.room] = seen === undefined ? seq : Math.min(seen, seq);
+    if (client instanceof MuxLoadClient) subscriptions += client.liveSubscriptions;
+    else if (client.isOpen) subscriptions++;
+    if (!client.expectedToKeepUp) continue;
+    for (const [room, ledger] of client.subscriptions()) {
+      if (ledger.resumePoint() === undefined) continue;
+      const seq = ledger.highestSeq;
+      const seen = lowestSeqByRoom[room];
+      lowestSeqByRoom[room] = seen === undefined ? seq : Math.min(seen, seq);
     }
   }
   const cpu = process.cpuUsage();
@@ -99,6 +138,7 @@ function progress(): WorkerProgress {
     bytes: stats.bytes,
     closes: stats.closes,
     reconnecting,
+    subscriptions,
     lowestSeqByRoom,
     cpuUserUs: cpu.user,
     cpuSystemUs: cpu.system,
@@ -111,9 +151,15 @@ function settle(generations: Record<string, Array<{ first: number; last: number 
     const totals = emptyTotals();
     let count = 0;
     for (const client of clients.values()) {
-      if (client.group !== name || client.ledger.resumePoint() === undefined) continue;
-      count++;
-      addTotals(totals, client.ledger.settle(generations[client.room] ?? []));
+      if (client.group !== name) continue;
+      let counted = false;
+      // Every subscription on its own: a room's loss is never made up by another room's messages.
+      for (const [room, ledger] of client.subscriptions()) {
+        if (ledger.resumePoint() === undefined) continue;
+        counted = true;
+        addTotals(totals, ledger.settle(generations[room] ?? []));
+      }
+      if (counted) count++;
     }
     return { clients: count, totals, latency: stats.latency[name].toJSON(), fromRequest: stats.fromRequest[name].toJSON() };
   };
@@ -137,6 +183,7 @@ function settle(generations: Record<string, Array<{ first: number; last: number 
     pongs: stats.pongs,
     parseErrors: stats.parseErrors,
     errorEvents: stats.errorEvents,
+    subscribe: { subscribed: stats.subscribed, refusals: stats.subscribeRefusals, connectionMs: stats.subscribeMs.toJSON() },
   };
 }
 
@@ -173,6 +220,12 @@ process.on("message", (raw: unknown) => {
       break;
     case "settle":
       post({ type: "settled", settled: settle(message.generations) });
+      break;
+    case "subscribe-all":
+      subscribeAll(message.id).then(
+        (done) => post({ type: "subscribed-all", done }),
+        (error: unknown) => post({ type: "fatal", message: String(error) }),
+      );
       break;
     case "close-all":
       closeAll().then(

@@ -1,5 +1,5 @@
 import type { ClientPool, MergedGroup, PoolProgress, PoolSettled } from "../client/pool";
-import type { LoadOptions } from "../options";
+import { totalSockets, type LoadOptions } from "../options";
 import { Publisher, type HttpClient } from "../publisher";
 import type { ProgressLine } from "../report/progress";
 import type { Summary } from "../report/metrics";
@@ -175,6 +175,7 @@ export function deliverySummary(
   s.lostNever = t.never;
   s.gaps = t.gaps;
   s.duplicates = t.duplicates;
+  s.outOfOrder = t.outOfOrder;
   s.lostEventSeqs = t.lostEventSeqs;
   const lat = group.latency.summary();
   if (lat.count > 0) {
@@ -224,6 +225,15 @@ export function settledDetails(ctx: ScenarioContext, settled: PoolSettled): void
   ctx.details.welcomeMs = settled.welcomeMs.summary();
   if (settled.parseErrors) ctx.notes.push(`${settled.parseErrors} frames were not valid protocol JSON`);
   if (settled.errorEvents) ctx.notes.push(`${settled.errorEvents} error events received`);
+  if (ctx.options.mux > 0) {
+    const sub = settled.subscribe;
+    const refused = Object.values(sub.refusals).reduce((a, b) => a + b, 0);
+    ctx.summary.subscribeRefusals = refused;
+    const perConnection = sub.connectionMs.summary();
+    if (perConnection.count) ctx.summary.subscribeP99Ms = perConnection.p99;
+    ctx.details.subscribe = { subscribed: sub.subscribed, refusalsByCode: sub.refusals, connectionMs: perConnection };
+    if (refused) ctx.notes.push(`${refused} subscribes refused: ${JSON.stringify(sub.refusals)}`);
+  }
 }
 
 /** Polls GET /rooms/:room for every room; numeric fields only. */
@@ -252,11 +262,12 @@ export async function roomStats(ctx: ScenarioContext): Promise<Array<Record<stri
  */
 export async function openScenarioSockets(ctx: ScenarioContext): Promise<OpenResult> {
   const o = ctx.options;
-  const total = o.sockets * o.rooms;
+  const total = totalSockets(o);
   ctx.summary.socketsRequested = total;
   const opened = await openSockets(ctx, total, o.wave);
   if (opened.ok === 0) throw new Error(`no socket connected (${JSON.stringify(opened.failures)})`);
   await sleep(1000);
+  if (o.mux > 0) ctx.summary.subscriptions = (await ctx.pool.freshProgress()).subscriptions;
   return opened;
 }
 

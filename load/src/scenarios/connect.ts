@@ -1,5 +1,25 @@
-import { intervalBetween } from "../target/sampler";
-import { cpuSummary, openSockets, remainingMs, settledDetails, sleep, type Scenario } from "./common";
+import { intervalBetween, type TimelineSample } from "../target/sampler";
+import { cpuSummary, openSockets, remainingMs, settledDetails, sleep, type Scenario, type ScenarioContext } from "./common";
+
+/**
+ * Multiplexed connections, once open and idle: every one of them sends all its
+ * subscribes at once. Returns the sample that ends the connections' own share
+ * of memory (taken before the storm), so what follows is the subscriptions'.
+ */
+async function subscribeStorm(ctx: ScenarioContext): Promise<TimelineSample> {
+  await sleep(2000); // the handshakes' garbage settles before the connections' own memory is read
+  const connected = ctx.sampler.mark("connected");
+  const storm = await ctx.pool.subscribeAll(Math.max(10_000, Math.min(120_000, remainingMs(ctx) - 20_000)));
+  const after = ctx.sampler.mark("subscribed");
+  const s = ctx.summary;
+  s.subscriptions = storm.subscribed;
+  if (storm.allSubscribedMs !== undefined) s.allSubscribedMs = storm.allSubscribedMs;
+  const iv = intervalBetween(connected, after);
+  ctx.details.subscribeStorm = { ...storm, serverCpuUs: iv.serverCpuUs };
+  if (storm.subscribed < storm.asked) ctx.notes.push(`${storm.asked - storm.subscribed} of ${storm.asked} subscriptions were not made (${JSON.stringify(storm.refusals)})`);
+  if (storm.closed) ctx.notes.push(`${storm.closed} connections closed during the subscribe storm`);
+  return connected;
+}
 
 /**
  * Opens N sockets in waves with a bounded number of handshakes in flight, then
@@ -15,6 +35,7 @@ export const connectScenario: Scenario = async (ctx) => {
   cpuSummary(ctx, intervalBetween(opened.before, opened.after));
   if (opened.ok === 0) throw new Error(`no socket connected (${JSON.stringify(opened.failures)})`);
 
+  const connected = o.mux > 0 ? await subscribeStorm(ctx) : undefined;
   ctx.sampler.mark("hold");
   await sleep(Math.min(o.holdSeconds * 1000, remainingMs(ctx) - 10_000));
   const progress = await ctx.pool.freshProgress();
@@ -22,8 +43,15 @@ export const connectScenario: Scenario = async (ctx) => {
   const open = progress.open;
   const iv = intervalBetween(idle, held);
   const s = ctx.summary;
+  if (connected && open > 0) {
+    // A multiplexed connection's memory before it follows anything, then each subscription's (the rooms' objects included).
+    const own = intervalBetween(idle, connected).serverRssDelta;
+    const followed = intervalBetween(connected, held).serverRssDelta;
+    if (own !== undefined) s.idleMemoryPerConnectionBytes = own / open;
+    if (followed !== undefined && progress.subscriptions > 0) s.idleMemoryPerSubscriptionBytes = followed / progress.subscriptions;
+  }
   if (open > 0) {
-    if (iv.serverRssDelta !== undefined) s.idleMemoryPerConnectionBytes = iv.serverRssDelta / open;
+    if (iv.serverRssDelta !== undefined && !connected) s.idleMemoryPerConnectionBytes = iv.serverRssDelta / open;
     if (iv.serverFdsDelta !== undefined) s.serverFdsPerConnection = iv.serverFdsDelta / open;
     const clientGrowth = held.client && idle.client ? held.client.rssBytes - idle.client.rssBytes : 0;
     // Machine-wide figures: other processes move them too, so only a plausible (positive) one is reported.
