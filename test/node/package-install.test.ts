@@ -83,7 +83,7 @@ describe("npm pack", () => {
     for (const file of ["LICENSE", "README.md", "package.json", "dist/sdk.js", "dist/react.js", "dist/types/index.d.ts", "dist/types/react.d.ts", "dist/types/client.d.ts"]) {
       expect(files).toContain(file);
     }
-    expect(files.filter((f) => !f.startsWith("dist/types/"))).toEqual(["LICENSE", "README.md", "dist/react.js", "dist/sdk.js", "package.json"]);
+    expect(files.filter((f) => !f.startsWith("dist/types/"))).toEqual(["LICENSE", "README.md", "dist/history.js", "dist/react.js", "dist/sdk.js", "package.json"]);
     expect(readFileSync(join(installed(), "LICENSE"), "utf8")).toBe(readFileSync(join(repo, "LICENSE"), "utf8"));
     expect(readFileSync(join(repo, "LICENSE"), "utf8")).toMatch(/^MIT License/);
 
