@@ -13,6 +13,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   CloseCode,
+  MULTIPLEX_PATH,
   isCustomType,
   isValidRoomName,
   parseClientFrame,
@@ -531,7 +532,9 @@ describe("routes under arbitrary requests", () => {
         const sentAsGet = !secured && /^websocket$/i.test(c.upgrade ?? "");
         const path = new URL(request.url).pathname;
         const isPublish = c.method === "POST" && !sentAsGet && /^\/rooms\/[^/]+\/publish$/.test(path);
-        const isUpgrade = (c.method === "GET" || sentAsGet) && /^\/rooms\/[^/]+\/ws$/.test(path);
+        // A room named ".." makes /rooms/../ws, which the URL resolves to the multiplexed connection's path.
+        const isMultiplexed = path === MULTIPLEX_PATH;
+        const isUpgrade = (c.method === "GET" || sentAsGet) && (/^\/rooms\/[^/]+\/ws$/.test(path) || isMultiplexed);
         if (secured && c.suffix === "/publish" && namesValidRoom(c.room) && !/^\s*bearer\s+property-publish-key\s*$/i.test(c.authorization ?? "")) {
           expect(res.status, context).toBe(401);
         }
@@ -539,7 +542,12 @@ describe("routes under arbitrary requests", () => {
           expect(isUpgrade, context).toBe(true);
           if (request.headers.get("sec-websocket-protocol")) expect(res.headers.get("sec-websocket-protocol"), context).toBe("fanout.v1");
           const socket = adopt(res.webSocket as WebSocket);
-          if (secured) {
+          if (secured && isMultiplexed) {
+            // A connection for many rooms: its token is checked here, each room at its subscribe.
+            await until(() => socket.close !== null || socket.events.length > 0, { what: `the first event or close: ${context}` });
+            if (socket.events.length === 0) expect([CloseCode.UNAUTHORIZED, CloseCode.FORBIDDEN], context).toContain(socket.close?.code);
+            else expect(socket.events[0]?.type, context).toBe("welcome");
+          } else if (secured) {
             await until(() => socket.close !== null || socket.events.length > 0, { what: `the first event or close: ${context}` });
             if (socket.events.length === 0) {
               // Refused at the upgrade with a close code (what a browser can see), never reaching a room.
