@@ -76,7 +76,13 @@ export class TestSocket {
       const since = new URL(url).searchParams.get("since");
       if (since !== null) socket.readSeq = Number(since);
       ws.once("open", () => resolve(socket));
-      ws.once("unexpected-response", (_req, res) => reject(new Error(`upgrade refused: HTTP ${res.statusCode}`)));
+      ws.once("unexpected-response", (_req, res) => {
+        // The refusal's JSON body says which one it was (over_capacity, room_full, ...).
+        let body = "";
+        res.on("data", (chunk: Buffer) => (body += chunk.toString()));
+        res.on("end", () => reject(new Error(`upgrade refused: HTTP ${res.statusCode} ${body}`)));
+        res.on("error", () => reject(new Error(`upgrade refused: HTTP ${res.statusCode}`)));
+      });
       ws.once("error", reject);
     });
   }
