@@ -55,16 +55,13 @@ export async function readBody(request: Request, limits: BodyLimits): Promise<Bo
   const reader = body.getReader();
   const chunks: Uint8Array[] = [];
   let total = 0;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timedOut = new Promise<"timeout">((resolve) => {
-    timer = setTimeout(() => resolve("timeout"), limits.deadlineMs);
-  });
+  const deadline = bodyDeadline(limits);
   try {
     for (;;) {
-      const next = await Promise.race([reader.read(), timedOut]);
+      const next = await Promise.race([reader.read(), deadline.timedOut]);
       if (next === "timeout") {
         void reader.cancel().catch(() => undefined);
-        return { ok: false, status: 408, error: "bad_request", message: `the request body did not arrive within ${limits.deadlineMs / 1000} s` };
+        return timedOutRead(limits);
       }
       if (next.done) break;
       total += next.value.byteLength;
@@ -78,7 +75,7 @@ export async function readBody(request: Request, limits: BodyLimits): Promise<Bo
   } catch {
     return { ok: false, status: 400, error: "bad_request", message: "the request body could not be read (malformed framing or a broken upload)" };
   } finally {
-    if (timer !== undefined) clearTimeout(timer);
+    deadline.clear();
   }
   if (total > limits.maxBytes) return tooLarge(limits);
   if (chunks.length === 1) return { ok: true, bytes: chunks[0] as Uint8Array };
@@ -93,21 +90,39 @@ export async function readBody(request: Request, limits: BodyLimits): Promise<Bo
 
 /** A body whose Content-Length is within the limit: the runtime enforces that length, so it cannot grow past it. */
 async function readDeclared(request: Request, limits: BodyLimits): Promise<BodyRead> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timedOut = new Promise<"timeout">((resolve) => {
-    timer = setTimeout(() => resolve("timeout"), limits.deadlineMs);
-  });
+  const deadline = bodyDeadline(limits);
   try {
-    const read = await Promise.race([request.arrayBuffer(), timedOut]);
+    const read = await Promise.race([request.arrayBuffer(), deadline.timedOut]);
     if (read === "timeout") {
       void request.body?.cancel().catch(() => undefined);
-      return { ok: false, status: 408, error: "bad_request", message: `the request body did not arrive within ${limits.deadlineMs / 1000} s` };
+      return timedOutRead(limits);
     }
     if (read.byteLength > limits.maxBytes) return tooLarge(limits);
     return { ok: true, bytes: new Uint8Array(read) };
   } catch {
     return { ok: false, status: 400, error: "bad_request", message: "the request body could not be read (malformed framing or a broken upload)" };
   } finally {
-    if (timer !== undefined) clearTimeout(timer);
+    deadline.clear();
   }
 }
+
+/** The whole body's deadline: one timer per request, raced against each read. */
+function bodyDeadline(limits: BodyLimits): { timedOut: Promise<"timeout">; clear: () => void } {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timedOut = new Promise<"timeout">((resolve) => {
+    timer = setTimeout(() => resolve("timeout"), limits.deadlineMs);
+  });
+  return {
+    timedOut,
+    clear: () => {
+      if (timer !== undefined) clearTimeout(timer);
+    },
+  };
+}
+
+const timedOutRead = (limits: BodyLimits): BodyRead => ({
+  ok: false,
+  status: 408,
+  error: "bad_request",
+  message: `the request body did not arrive within ${limits.deadlineMs / 1000} s`,
+});
