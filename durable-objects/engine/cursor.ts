@@ -1,3 +1,4 @@
+import type { MemberIdentity } from "../../common/members";
 import type { SocketState } from "./socket-state";
 import type { Stream } from "./stream";
 
@@ -20,12 +21,18 @@ export class Cursor {
   stalledSince: number | null = null;
   /** Presence events of this room were withheld (no room in the window): it gets a fresh snapshot when it has room again. */
   presenceStale = false;
+  /**
+   * Who the socket is in this room's presence: its own identity (the attachment's), unless it
+   * is someone of this room alone (a Pusher presence channel's member, signed per channel).
+   */
+  readonly member: MemberIdentity | undefined;
 
-  constructor(socket: SocketState, stream: Stream, index: number, sentSeq: number) {
+  constructor(socket: SocketState, stream: Stream, index: number, sentSeq: number, member?: MemberIdentity) {
     this.socket = socket;
     this.stream = stream;
     this.index = index;
     this.sentSeq = sentSeq;
+    this.member = member ?? socket.attachment.member;
   }
 
   get behind(): boolean {

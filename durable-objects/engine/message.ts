@@ -13,6 +13,11 @@ export interface Message {
   event: string;
   /** UTF-8 length of `event`: what it costs a socket's window. */
   bytes: number;
+  /**
+   * The id of a socket this message is not sent to (the Pusher front door's: a client event's
+   * sender, or the socket an HTTP publisher excluded). Its cursor moves past it all the same.
+   */
+  skip?: string;
 }
 
 /**
