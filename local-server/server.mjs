@@ -39,7 +39,7 @@ import { readDevVars } from "../tools/dev-vars.mjs";
 import { startGate } from "./gate.mjs";
 import { DIRECT_MIN_LIMIT, countDescriptors, descriptorLimits, planDescriptors } from "./limits.mjs";
 import { assertPortFree, listenPublic, PortError } from "./listen.mjs";
-import { describeAccess, resolveVars, SECRET_KEYS } from "./local-vars.mjs";
+import { describeAccess, describePusher, resolveVars, SECRET_KEYS } from "./local-vars.mjs";
 import { parseOptions, USAGE } from "./options.mjs";
 import { createPrivateDir } from "./private-dir.mjs";
 import { encodeWorkerdConfig, workerdConfig } from "./workerd-config.mjs";
@@ -163,6 +163,7 @@ function banner({ url, host, port, mount, vars, origin, plan, dataDir, pid, demo
     `  Publish:    curl -X POST ${url}/rooms/{room}/publish${keyed ? ' -H "Authorization: Bearer $PUBLISH_KEY"' : ""} -d 'hello'`,
     ...(demo ? [`  Demo:       ${url}/demo?room=${DEMO_ROOM}${tokened ? `&token=TOKEN  (TOKEN_SECRET is set: TOKEN from \`${token}\`)` : ""}`] : []),
     `  Access:     ${describeAccess(vars, origin)}`,
+    `  Pusher:     ${describePusher(vars, origin, `ws://${host}:${port}${mount}`)}`,
     `  descriptor limit ${plan.limit}; connection ceiling ${plan.ceiling} descriptors (upgrades past it get 503)`,
   ];
   if (plan.mode === "gate") {

@@ -35,6 +35,16 @@ export interface WelcomeEvent {
 export interface ServerMessage<T = unknown> {
   type: "message";
   seq: number;
+  /**
+   * The event's name, on a message that came through the Pusher front door (an HTTP event,
+   * a client event): its `data` is then the event's data as the Pusher publisher sent it, a
+   * string (docs/pusher.md#one-room-two-protocols).
+   */
+  event?: string;
+  /** On such a message: the Pusher socket it was not sent to (a client event's sender, or the one its publisher excluded). */
+  socket_id?: string;
+  /** On a client event of a Pusher presence channel: its sender's user id. */
+  user_id?: string;
   data: T;
   /** Publish time, epoch milliseconds (server clock). */
   ts: number;

@@ -84,6 +84,8 @@ export interface RoomStats extends RoomCounterValues {
    * of `connections`, which counts each follower once however it is connected.
    */
   multiplexed?: number;
+  /** Subscriptions of Pusher connections (`/app/{key}`, docs/pusher.md) to this room: part of `connections` too. */
+  pusher?: number;
   /** A sharded room: each leaf object, asked when the stats were read; a room with multiplexed subscribers: each hub that follows it too. */
   leaves?: RoomLeafStats[];
   /** A sharded room: requests its root received since its instance started, by kind. */
@@ -114,6 +116,8 @@ export interface RoomLeafStats {
   index: number;
   /** Present on a hub's line (a hub of multiplexed connections follows the room like a leaf): its number; `connections` are its subscriptions. */
   hub?: number;
+  /** Present on a Pusher hub's line (it holds Pusher connections and follows the room like a leaf): its number. */
+  pusherHub?: number;
   connections: number;
   /** Members with a socket on this leaf (a member with tabs on two leaves counts on both; the room's `members` counts it once). */
   members: number;

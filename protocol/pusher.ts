@@ -308,6 +308,16 @@ export function channelOfRoom(room: string): { appId: string; channel: string } 
   return parsePusherChannel(channel) ? { appId, channel } : null;
 }
 
+/** How long a cache channel's last event is kept, as Pusher keeps it (30 minutes). */
+export const PUSHER_CACHE_SECONDS = 1800;
+
+/** Whether a room holds a Pusher cache channel (its last event is what a new subscriber gets first). */
+export function isCacheChannelRoom(room: string): boolean {
+  if (!room.startsWith(PUSHER_ROOM_PREFIX)) return false;
+  const held = channelOfRoom(room);
+  return held !== null && (parsePusherChannel(held.channel) as PusherChannel).cache;
+}
+
 /**
  * Whether a room is a channel Pusher keeps private (`private-`, `presence-`,
  * `private-encrypted-`, `#server-to-user-`): this service's own protocol

@@ -24,6 +24,8 @@ import { openRoomSocket } from "./placement";
 import { openConnection } from "./hub-placement";
 import { closeRefusedUpgrade } from "./auth/socket-refusal";
 import { parseIdempotencyKey } from "./coordinator/requests";
+import { PUSHER_SOCKET_PREFIX } from "../protocol/pusher";
+import { pusherSocket } from "./pusher/socket-route";
 
 /** The fan-out app's Hono environment: its bindings, and what its middleware sets for the routes. */
 export type FanoutAppEnv = { Bindings: Env; Variables: { limits: Limits; room: string } };
@@ -136,11 +138,16 @@ export function createFanoutApp(options: FanoutAppOptions = {}): Hono<FanoutAppE
     }
     const refused = admissionRefusal(c, null);
     if (refused) return refused;
-    const { answer, hub } = await openConnection(c.env, c.get("limits"), c.req.url, new Headers(c.req.raw.headers));
+    const hubs = c.env.HUBS;
+    if (!hubs) return jsonError(c, 404, "not_found", "this service has no multiplexed connections (no HUBS binding)");
+    const { answer, hub } = await openConnection({ kind: "hub", namespace: hubs, count: c.get("limits").MULTIPLEX_HUBS }, c.req.url, new Headers(c.req.raw.headers));
     if (hub !== null && c.env.LOCAL_ADMIN_TOKEN !== undefined) noteHub(hub);
     return answer;
   });
   app.all(MULTIPLEX_PATH, (c) => jsonError(c, 405, "method_not_allowed", "connect with GET and an Upgrade header", { Allow: "GET" }));
+
+  // The Pusher front door (docs/pusher.md): stock Pusher clients connect here.
+  app.get(`${PUSHER_SOCKET_PREFIX}:key`, (c) => pusherSocket(c, (c) => admissionRefusal(c, null)));
 
   app.route("/__local", localRoutes);
   if (options.sdk !== false) app.get("/sdk.js", serveSdk);

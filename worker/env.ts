@@ -1,5 +1,6 @@
 import type { Coordinator } from "../durable-objects/coordinator/coordinator";
 import type { RoomHub } from "../durable-objects/hub/hub";
+import type { PusherHub } from "../durable-objects/pusher/pusher-hub";
 import type { RoomLeaf } from "../durable-objects/leaf/leaf";
 import type { Room } from "../durable-objects/room/room";
 
@@ -11,6 +12,8 @@ export interface Env {
   LEAVES: DurableObjectNamespace<RoomLeaf>;
   /** Hubs of multiplexed connections (docs/multiplexing.md), named `hub-<n>`; without it, `GET /ws` answers 404. */
   HUBS?: DurableObjectNamespace<RoomHub>;
+  /** Hubs of Pusher connections (docs/pusher.md), named `pusher-<n>`; without it, the Pusher front door is off. */
+  PUSHER_HUBS?: DurableObjectNamespace<PusherHub>;
   /** Every limit var is optional; absent ones take their defaults (DEFAULTS in common/settings.ts). */
   [name: string]: unknown;
   /** Set only by the local server launcher: enables the loopback admin routes under /__local. */

@@ -36,6 +36,7 @@ export { Room, type PublishOptions, type PublishOutcome, type PublishRefused, ty
 export { Coordinator } from "../durable-objects/coordinator/coordinator";
 export { RoomLeaf } from "../durable-objects/leaf/leaf";
 export { RoomHub } from "../durable-objects/hub/hub";
+export { PusherHub } from "../durable-objects/pusher/pusher-hub";
 export type {
   CloseInfo,
   Connection,

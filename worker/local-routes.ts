@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import type { Env } from "./env";
 import { jsonError } from "./errors";
-import { hubName } from "../common/edge-requests";
+import { parseHubName } from "../common/followers";
 import { admissionSnapshot, beginDrain, knownHubs, knownRooms, reportPressure } from "./local-admission";
 
 /** Header that carries LOCAL_ADMIN_TOKEN; the local server sets it on its private admin socket only. */
@@ -53,10 +53,13 @@ localRoutes.post("/shutdown", async (c) => {
   beginDrain();
   const rooms = knownRooms();
   let sockets = 0;
-  const hubs = c.env.HUBS;
+  const hubs = knownHubs().flatMap((name) => {
+    const namespace = parseHubName(name)?.kind === "pusher" ? c.env.PUSHER_HUBS : c.env.HUBS;
+    return namespace ? [namespace.get(namespace.idFromName(name))] : [];
+  });
   const results = await Promise.allSettled([
     ...rooms.map((room) => c.env.ROOMS.get(c.env.ROOMS.idFromName(room)).shutdown()),
-    ...(hubs ? knownHubs().map((hub) => hubs.get(hubs.idFromName(hubName(hub))).shutdown(1012, "service restart")) : []),
+    ...hubs.map((hub) => hub.shutdown(1012, "service restart")),
   ]);
   for (const result of results) if (result.status === "fulfilled") sockets += result.value;
   return c.json({ rooms: rooms.length, sockets });

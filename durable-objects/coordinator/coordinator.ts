@@ -32,6 +32,8 @@ export interface ShardMetrics {
   members: number;
   /** Hubs of multiplexed connections that report to this shard, as last reported. */
   multiplexed: HubOccupancy;
+  /** Hubs of Pusher connections that report to this shard, as last reported. */
+  pusher: HubOccupancy;
   totals: ServiceTotals;
 }
 
@@ -108,7 +110,7 @@ export class Coordinator extends DurableObject<Record<string, unknown>> {
   /** Live rooms and connections in this shard's registry, and its totals. */
   async metrics(): Promise<ShardMetrics> {
     const now = Date.now();
-    return { ...this.#registry.occupancy(now), multiplexed: this.#hubs.occupancy(now), totals: this.#totals.values };
+    return { ...this.#registry.occupancy(now), multiplexed: this.#hubs.occupancy(now, "hub"), pusher: this.#hubs.occupancy(now, "pusher"), totals: this.#totals.values };
   }
 
   /** Live rooms in name order (see RegistryQuery). */

@@ -118,6 +118,11 @@ export class Presence {
     return count;
   }
 
+  /** Whether `id` is a member of the room (here, or on another object as the roster says). */
+  has(id: string): boolean {
+    return this.#present(id);
+  }
+
   /** This object's own members. */
   get localCount(): number {
     return this.#local.size;
@@ -196,7 +201,6 @@ export class Presence {
     }
     if (this.#sink.send(cursor, text, utf8Length(text), tag)) {
       cursor.presenceStale = false;
-      this.#stream.shape.presenceSent?.(cursor, event);
       this.#sink.counted(1);
     } else {
       cursor.presenceStale = true;
@@ -291,8 +295,7 @@ export class Presence {
   }
 
   #broadcast(event: PresenceEvent, tag: number, except: Cursor | null): void {
-    const shape = this.#stream.shape;
-    const text = shape.presence(event, null);
+    const text = this.#stream.shape.presence(event, null);
     if (text === null) return;
     const bytes = utf8Length(text);
     let sent = 0;
@@ -300,10 +303,8 @@ export class Presence {
       if (cursor === except) continue;
       // A socket that already missed events waits for its fresh picture rather than getting later ones.
       if (cursor.presenceStale) continue;
-      if (this.#sink.send(cursor, text, bytes, tag)) {
-        sent += 1;
-        shape.presenceSent?.(cursor, event);
-      } else cursor.presenceStale = true;
+      if (this.#sink.send(cursor, text, bytes, tag)) sent += 1;
+      else cursor.presenceStale = true;
     }
     this.#sink.counted(sent);
   }

@@ -24,8 +24,6 @@ export interface StreamShape {
    * or for every socket at once (`cursor` null: joins, leaves, counts). Null: not sent.
    */
   presence(event: PresenceEvent, cursor: Cursor | null): string | null;
-  /** A presence event reached `cursor`'s socket (a shape that remembers what each socket was shown hears of it). */
-  presenceSent?(cursor: Cursor, event: PresenceEvent): void;
 }
 
 /** This service's protocol on a room's own socket: events as they are, without the room's name. */

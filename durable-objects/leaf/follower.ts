@@ -105,6 +105,8 @@ export class RoomFollower {
     }
     this.#epoch = start.epoch;
     this.ring.reset(start.seq);
+    // A cache channel's last event, for the subscribers that ask for it first.
+    if (start.last?.seq === start.seq) this.ring.backfill([this.#shape(start.last)], null);
     for (const cursor of this.stream.cursors.values()) cursor.sentSeq = start.seq;
     this.stream.reset();
     this.#known = true;

@@ -153,7 +153,13 @@ export type PublishSource<Data extends object = JsonObject> =
    * A multiplexed connection (`GET /ws`, docs/multiplexing.md), which lives on
    * a hub object: there is no connection here either.
    */
-  | { readonly kind: "multiplexed" };
+  | { readonly kind: "multiplexed" }
+  /**
+   * The Pusher front door (docs/pusher.md): an event triggered over its HTTP API, or a
+   * client event of a Pusher connection (`event` names it; a Pusher connection lives on a
+   * hub, so there is no connection here).
+   */
+  | { readonly kind: "pusher"; readonly event: string };
 
 /** A message about to be published: `beforePublish` sees it before it has a seq. */
 export interface PublishRequest<Data extends object = JsonObject> {

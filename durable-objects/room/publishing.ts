@@ -3,7 +3,7 @@ import { logEvent } from "../../common/log";
 import type { RoomCounters } from "../engine/counters";
 import type { Delivery } from "../engine/delivery";
 import { cutFrame, runOf, type BatchLimits, type Run } from "../engine/frames";
-import { messageEvent, TagSource, type Message } from "../engine/message";
+import { messageEvent, TagSource, type Message, type MessageFields } from "../engine/message";
 import type { PublishOutcome, PublishResult } from "../engine/publish-outcome";
 import type { Stream } from "../engine/stream";
 import type { History } from "./history";
@@ -23,7 +23,9 @@ export interface PublishOptions {
    * (the default), a broadcast, a socket on one of the room's leaves, or a
    * multiplexed connection (it lives on a hub).
    */
-  source?: "http" | "broadcast" | "leaf" | "multiplexed";
+  source?: "http" | "broadcast" | "leaf" | "multiplexed" | "pusher";
+  /** What the message carries besides its data when it came through the Pusher front door (its event name, the socket it skips). */
+  fields?: MessageFields;
 }
 
 /** What a flush tells the room around it. */
@@ -146,7 +148,7 @@ export class Publishing {
       if (prior) return prior;
     }
     const seq = ++this.#assigned;
-    const pending: Pending = { message: messageEvent(seq, dataJson, Date.now(), this.#tags.next()), key, retry: keyed, recipients: 0 };
+    const pending: Pending = { message: messageEvent(seq, dataJson, Date.now(), this.#tags.next(), options.fields), key, retry: keyed, recipients: 0 };
     this.#pending.push(pending);
     if (key !== undefined) this.#pendingKeys.set(key, seq);
     if (keyed) this.#pendingRetries.set(keyed.id, { seq, bodyHash: keyed.bodyHash });

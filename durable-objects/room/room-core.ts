@@ -1,5 +1,7 @@
 import { resumePointOf, type PresencePage, type RoomCounterValues, type RoomStats, type RootRequests } from "../../protocol";
 import { LEAF_FULL_HEADER } from "../../common/edge-requests";
+import { followerAt, type FollowerKind } from "../../common/followers";
+import { isCacheChannelRoom } from "../../protocol/pusher";
 import { logEvent } from "../../common/log";
 import { accessSettings, historyRules, readLimits, webhookSettings, type Limits } from "../../common/settings";
 import { retentionFor, type Retention } from "../../common/retention";
@@ -13,10 +15,10 @@ import type { LeaveCause } from "../engine/delivery";
 import type { Message } from "../engine/message";
 import type { Roster } from "../engine/presence";
 import type { PublishOutcome, PublishResult, RetryKey } from "../engine/publish-outcome";
+import type { PublishOrigin } from "../engine/frame-hooks";
 import { SocketEngine, type EngineHost } from "../engine/socket-engine";
 import type { SocketState } from "../engine/socket-state";
 import type { Stream } from "../engine/stream";
-import type { RoomHub } from "../hub/hub";
 import type { RoomLeaf } from "../leaf/leaf";
 import type { LeafHistory, LeafMember, LeafReport, LeafStart, LostRange } from "../leaf/rpc";
 import { deepFreeze } from "./connection-data";
@@ -76,6 +78,8 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   /** The room's webhooks; null when WEBHOOK_URL is not set (nothing is recorded). */
   readonly #webhooks: Webhooks | null;
   readonly #instanceStartedAt = Date.now();
+  /** Whether the room is a Pusher cache channel's: its last message goes to the hubs that start following it. */
+  readonly #cacheChannel: boolean;
   /** Whether this instance has told the directory that the room holds storage. */
   #listed = false;
   /** Whether a roster update for the room's own sockets is queued. */
@@ -98,6 +102,7 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     this.#room = ctx.id.name ?? this.#meta.get(NAME_KEY) ?? "";
     if (this.#room === "") logEvent("error", { where: "room", problem: "the object has no name: rooms must be addressed with idFromName" });
     this.retention = retentionFor(this.#room, historyRules(env), limits);
+    this.#cacheChannel = isCacheChannelRoom(this.#room);
     const maxAgeMs = this.retention.maxAgeSeconds * 1000;
     this.#history = new History(ctx.storage, this.#meta, { maxMessages: this.retention.maxMessages, maxAgeMs });
     this.#keys = new IdempotencyKeys(sql, maxAgeMs);
@@ -229,7 +234,9 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     if (seen !== null) return { seq: seen, recipients: 0, duplicate: true };
     const prior = retry ? this.#publishing.prior(retry) : null;
     if (prior) return prior;
-    const checked = await this.#runner.checkPublish(dataJson, undefined, { kind: options.source ?? "http" });
+    const source = options.source ?? "http";
+    const origin: PublishOrigin = source === "pusher" ? { kind: "pusher", event: options.fields?.event ?? "message" } : { kind: source };
+    const checked = await this.#runner.checkPublish(dataJson, undefined, origin);
     if (!checked.ok) return { refused: checked.refusal };
     return this.#publishing.publish(checked.dataJson, options, retry);
   }
@@ -262,9 +269,15 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     if (this.#runner.admitsSockets || this.#runner.handlesClientFrames || this.#runner.watchesCloses) {
       return { refused: "this room admits its sockets with hooks of its own: open /rooms/{room}/ws for it" };
     }
-    if (!this.hubs()) return { refused: "the service binds no HUBS namespace" };
+    const kind = followerAt(index).kind;
+    if (kind === "leaf" || !this.hubs(kind)) return { refused: `the service binds no namespace for ${kind} hubs` };
     this.requests.leafSyncs += 1;
-    return { start: this.#leaves.sync(index) };
+    const start = this.#leaves.sync(index);
+    if (this.#cacheChannel && start.seq > 0) {
+      const [last] = this.read(start.seq, 1).messages;
+      if (last?.seq === start.seq) start.last = last;
+    }
+    return { start };
   }
 
   leafReport(index: number, report: LeafReport): number {
@@ -275,6 +288,11 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   leafHistory(from: number, budget: number): LeafHistory {
     this.requests.leafFetches += 1;
     return this.#leaves.history(from, Math.min(budget, LEAF_HISTORY_MAX_BYTES));
+  }
+
+  /** A subscriber to this Pusher cache channel found no last event: recorded for Pusher's `cache_miss` webhook. */
+  cacheMiss(): void {
+    // Recorded by the room's webhooks when they speak Pusher's format (docs/pusher.md#webhooks).
   }
 
   abortLeaf(index: number): Promise<boolean> {
@@ -411,8 +429,9 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     return (this.#env.LEAVES as DurableObjectNamespace<RoomLeaf> | undefined) ?? null;
   }
 
-  hubs(): DurableObjectNamespace<RoomHub> | null {
-    return (this.#env.HUBS as DurableObjectNamespace<RoomHub> | undefined) ?? null;
+  hubs(kind: Exclude<FollowerKind, "leaf">): DurableObjectNamespace | null {
+    const namespace = kind === "hub" ? this.#env.HUBS : this.#env.PUSHER_HUBS;
+    return isNamespace(namespace) ? namespace : null;
   }
 
   epoch(): string {

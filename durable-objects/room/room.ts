@@ -184,6 +184,11 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
     return this.#core.leafHistory(from, budget);
   }
 
+  /** A Pusher hub's subscriber to this cache channel found no last event (Pusher's `cache_miss` webhook). */
+  async cacheMiss(): Promise<void> {
+    this.#core.cacheMiss();
+  }
+
   /** Aborts leaf `index` as a crash would (fault tests on the local server). */
   async abortLeaf(index: number): Promise<boolean> {
     return this.#core.abortLeaf(index);
