@@ -265,13 +265,16 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
    * (docs/multiplexing.md). A room whose class has connection hooks keeps its
    * sockets in its own object, where the hooks run: it refuses.
    */
-  follow(index: number): { start: LeafStart } | { refused: string } {
+  async follow(index: number): Promise<{ start: LeafStart } | { refused: string }> {
     if (this.#runner.admitsSockets || this.#runner.handlesClientFrames || this.#runner.watchesCloses) {
       return { refused: "this room admits its sockets with hooks of its own: open /rooms/{room}/ws for it" };
     }
     const kind = followerAt(index).kind;
     if (kind === "leaf" || !this.hubs(kind)) return { refused: `the service binds no namespace for ${kind} hubs` };
     this.requests.leafSyncs += 1;
+    // Following writes the room's directory of followers: its name is stored first, so that an
+    // instance its alarm starts after a restart knows which room it is.
+    await this.#list();
     const start = this.#leaves.sync(index);
     if (this.#cacheChannel && start.seq > 0) {
       const [last] = this.read(start.seq, 1).messages;

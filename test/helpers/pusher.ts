@@ -1,0 +1,94 @@
+/**
+ * The stock Pusher libraries against the local server: pusher-js as an app's
+ * front end would configure it (a custom host, plain `ws`, no fallbacks), and
+ * the `pusher` server SDK as its back end would (signing channel
+ * authorizations and sign-ins, calling the HTTP API). Nothing here speaks
+ * Pusher itself: that is the point.
+ */
+import Pusher, { type Channel } from "pusher-js";
+import PusherServer from "pusher";
+import type { LocalServer } from "./server";
+import { until } from "./wait";
+
+/** The app the tests' servers serve. */
+export const APP = { id: "4242", key: "test-app-key", secret: "test-app-secret" } as const;
+
+/** The vars that turn the front door on for APP (with client events, unless `clientEvents` is false). */
+export function pusherVars(options: { clientEvents?: boolean } = {}): Record<string, string> {
+  return { PUSHER_APP_ID: APP.id, PUSHER_APP_KEY: APP.key, PUSHER_APP_SECRET: APP.secret, PUSHER_CLIENT_EVENTS: options.clientEvents === false ? "0" : "1" };
+}
+
+/** The app's back end: the stock server SDK pointed at the local server. */
+export function backEnd(server: LocalServer, secret: string = APP.secret): PusherServer {
+  return new PusherServer({ appId: APP.id, key: APP.key, secret, host: "127.0.0.1", port: String(server.port), useTLS: false });
+}
+
+export interface FrontEndOptions {
+  /** The presence member this client is (`user_id`, `user_info`), signed by the back end. */
+  user?: { id: string; info?: Record<string, unknown> };
+  /** Sign in as this user (`pusher.signin()`). */
+  signin?: { id: string; watchlist?: string[] };
+  /** Signatures from another secret: every private and presence subscribe is refused. */
+  badSignatures?: boolean;
+}
+
+/** A pusher-js client of APP on the local server, authorized by `backEnd`'s SDK, as an app would wire it. */
+export function frontEnd(server: LocalServer, options: FrontEndOptions = {}): Pusher {
+  const signer = backEnd(server, options.badSignatures ? "not-the-secret" : APP.secret);
+  const client = new Pusher(APP.key, {
+    cluster: "local",
+    wsHost: "127.0.0.1",
+    wsPort: server.port,
+    forceTLS: false,
+    enabledTransports: ["ws"],
+    disableStats: true,
+    channelAuthorization: {
+      endpoint: "/unused",
+      transport: "ajax",
+      customHandler: ({ socketId, channelName }, callback) => {
+        const member = options.user ? { user_id: options.user.id, ...(options.user.info ? { user_info: options.user.info } : {}) } : undefined;
+        callback(null, channelName.startsWith("presence-") ? signer.authorizeChannel(socketId, channelName, member ?? { user_id: "anonymous" }) : signer.authorizeChannel(socketId, channelName));
+      },
+    },
+    userAuthentication: {
+      endpoint: "/unused",
+      transport: "ajax",
+      customHandler: ({ socketId }, callback) => {
+        callback(null, signer.authenticateUser(socketId, { id: options.signin?.id ?? "nobody", ...(options.signin?.watchlist ? { watchlist: options.signin.watchlist } : {}) }));
+      },
+    },
+  });
+  if (options.signin) client.signin();
+  return client;
+}
+
+/** Waits until the client is connected; returns its socket id. */
+export async function connected(client: Pusher, timeoutMs = 10_000): Promise<string> {
+  await until(() => client.connection.state === "connected", { timeoutMs, what: "pusher-js to connect" });
+  return client.connection.socket_id;
+}
+
+/** Every event a channel saw, in order, with its data. */
+export class Recorder {
+  readonly events: { event: string; data: unknown }[] = [];
+
+  constructor(channel: Channel) {
+    channel.bind_global((event: string, data: unknown) => {
+      this.events.push({ event, data });
+    });
+  }
+
+  of(event: string): unknown[] {
+    return this.events.filter((e) => e.event === event).map((e) => e.data);
+  }
+
+  async waitFor(event: string, count = 1, timeoutMs = 10_000): Promise<unknown[]> {
+    await until(() => this.of(event).length >= count, { timeoutMs, what: `${count} ${event} event(s)` });
+    return this.of(event);
+  }
+}
+
+/** Subscribes `client` to `name` and records what the channel sees. */
+export function record(client: Pusher, name: string): Recorder {
+  return new Recorder(client.subscribe(name));
+}
