@@ -6,6 +6,7 @@
  * Pusher itself: that is the point.
  */
 import Pusher, { type Channel } from "pusher-js";
+import WebSocket from "ws";
 import PusherServer from "pusher";
 import type { LocalServer } from "./server";
 import { until } from "./wait";
@@ -91,4 +92,91 @@ export class Recorder {
 /** Subscribes `client` to `name` and records what the channel sees. */
 export function record(client: Pusher, name: string): Recorder {
   return new Recorder(client.subscribe(name));
+}
+
+/** A Pusher event as a raw client reads it: `data` decoded once more when it is a JSON string (Pusher's double encoding). */
+export interface RawPusherEvent {
+  event: string;
+  channel?: string;
+  data: unknown;
+  user_id?: string;
+  /** The frame's `data` as it came, before that decoding. */
+  rawData: unknown;
+}
+
+/**
+ * A raw Pusher connection, for what stock clients never do: frames out of
+ * protocol, pongs nobody asked for, a reader that stops reading. It answers
+ * the server's pings unless told not to.
+ */
+export class PusherSocket {
+  readonly ws: WebSocket;
+  readonly events: RawPusherEvent[] = [];
+  readonly closed: Promise<{ code: number; reason: string }>;
+  closeCode: number | null = null;
+  answerPings = true;
+
+  private constructor(ws: WebSocket) {
+    this.ws = ws;
+    this.closed = new Promise((resolve) => ws.on("close", (code, reason) => {
+      this.closeCode = code;
+      resolve({ code, reason: reason.toString() });
+    }));
+    ws.on("message", (raw) => {
+      const frame = JSON.parse(raw.toString()) as { event: string; channel?: string; data?: unknown; user_id?: string };
+      let data = frame.data;
+      if (typeof data === "string") {
+        try {
+          data = JSON.parse(data) as unknown;
+        } catch {
+          // A plain string stays one.
+        }
+      }
+      this.events.push({ event: frame.event, data, rawData: frame.data, ...(frame.channel === undefined ? {} : { channel: frame.channel }), ...(frame.user_id === undefined ? {} : { user_id: frame.user_id }) });
+      if (frame.event === "pusher:ping" && this.answerPings) this.send({ event: "pusher:pong", data: {} });
+    });
+  }
+
+  /** Opens `/app/{key}` on `server` (query as given, `protocol=7` by default). */
+  static async open(server: LocalServer, options: { key?: string; query?: string } = {}): Promise<PusherSocket> {
+    const ws = new WebSocket(`${server.wsUrl}/app/${options.key ?? APP.key}?${options.query ?? "protocol=7&client=raw&version=1.0"}`);
+    const socket = new PusherSocket(ws);
+    await new Promise<void>((resolve, reject) => {
+      ws.once("open", () => resolve());
+      ws.once("error", reject);
+    });
+    return socket;
+  }
+
+  send(frame: unknown): void {
+    this.ws.send(typeof frame === "string" ? frame : JSON.stringify(frame));
+  }
+
+  subscribe(channel: string, extra: Record<string, unknown> = {}): void {
+    this.send({ event: "pusher:subscribe", data: { channel, ...extra } });
+  }
+
+  of(event: string, channel?: string): RawPusherEvent[] {
+    return this.events.filter((e) => e.event === event && (channel === undefined || e.channel === channel));
+  }
+
+  async waitFor(event: string, count = 1, timeoutMs = 10_000, channel?: string): Promise<RawPusherEvent[]> {
+    await until(() => this.of(event, channel).length >= count || this.closeCode !== null, { timeoutMs, what: `${count} ${event} event(s)` });
+    return this.of(event, channel);
+  }
+
+  /** The socket id of `pusher:connection_established`. */
+  async socketId(): Promise<string> {
+    const [established] = await this.waitFor("pusher:connection_established");
+    return (established?.data as { socket_id: string }).socket_id;
+  }
+
+  /** Stops reading: the server's frames pile up in the kernel's buffers, and pings go unanswered. */
+  pauseReading(): void {
+    (this.ws as unknown as { _socket: { pause(): void } })._socket.pause();
+  }
+
+  close(): void {
+    this.ws.close();
+  }
 }
