@@ -218,6 +218,8 @@ export const PUSHER_LIMITS = {
   maxBatchEvents: 10,
   /** Channels one `events` request may name. */
   maxTriggerChannels: 100,
+  /** Users one signed-in user may watch (`watchlist` in its user data). */
+  maxWatchlist: 100,
   /** How long a `auth_timestamp` of a signed HTTP request may be from the server's clock, seconds. */
   maxClockSkewSeconds: 600,
 } as const;

@@ -1,8 +1,7 @@
 import { CloseCode, type LostEvent } from "../../protocol";
-import type { MemberIdentity } from "../../common/members";
 import { logEvent } from "../../common/log";
 import type { RoomCounters } from "./counters";
-import { Cursor } from "./cursor";
+import { Cursor, type FollowAs } from "./cursor";
 import { cutFrame, type BatchLimits, type Frame } from "./frames";
 import type { AckVerdict } from "./send-window";
 import type { SocketState } from "./socket-state";
@@ -114,9 +113,9 @@ export class Delivery {
    * behind (a resume), in which case catch-up starts at once. Returns the
    * cursor, or null when the socket did not survive catch-up (a failed send).
    */
-  follow(socket: SocketState, stream: Stream, sentSeq: number, now: number, member?: MemberIdentity): Cursor | null {
+  follow(socket: SocketState, stream: Stream, sentSeq: number, now: number, as?: FollowAs): Cursor | null {
     this.#streams.add(stream);
-    const cursor = new Cursor(socket, stream, socket.nextCursorIndex++, sentSeq, member);
+    const cursor = new Cursor(socket, stream, socket.nextCursorIndex++, sentSeq, as);
     socket.cursors.set(stream.room, cursor);
     stream.cursors.set(socket.ws, cursor);
     if (sentSeq < stream.flushedSeq) {
@@ -198,7 +197,7 @@ export class Delivery {
       // A cursor behind is served from the source when its socket's acks make room.
       if (cursor.sentSeq !== previous) continue;
       const socket = cursor.socket;
-      if (frame.skip === socket.attachment.id) {
+      if (cursor.watching || frame.skip === socket.attachment.id) {
         cursor.sentSeq = frame.lastSeq;
         continue;
       }
@@ -271,7 +270,7 @@ export class Delivery {
         const { frame, end } = cutFrame(read.runs, i, this.#options.batch);
         i = end;
         if (frame.lastSeq > stream.flushedSeq) break;
-        if (frame.skip === socket.attachment.id) {
+        if (cursor.watching || frame.skip === socket.attachment.id) {
           cursor.sentSeq = frame.lastSeq;
           continue;
         }

@@ -15,13 +15,12 @@ import type { Limits } from "../../common/settings";
 import type { SocketAttachment } from "./attachment";
 import { ClientFrames, type FrameHost, type MultiplexFrames } from "./client-frames";
 import type { RoomCounters } from "./counters";
-import type { Cursor } from "./cursor";
+import type { Cursor, FollowAs } from "./cursor";
 import { Delivery, type LeaveCause } from "./delivery";
 import { Presence, type PresenceSink } from "./presence";
 import { SocketState, type RatePolicy } from "./socket-state";
 import { Stream, type MessageSource } from "./stream";
 import { ROOM_SHAPE, type StreamShape } from "./stream-shape";
-import type { MemberIdentity } from "../../common/members";
 import { Sweeper, type SweeperHost } from "./sweeper";
 
 /** What a room's presence on this object needs beyond the engine: a sharded room counts members over several objects. */
@@ -263,14 +262,14 @@ export class SocketEngine {
    * A multiplexed connection follows `stream`: `subscribed` says where the room
    * stands, then (for a resume) the messages after `since`, or `lost` when its
    * history is not the room's; then the room's presence, where the socket is
-   * `member` (its own identity when absent). Null when the socket did not
+   * `as` says (its own identity when absent). Null when the socket did not
    * survive the catch-up.
    */
-  subscribe(socket: SocketState, stream: Stream, resume: ResumePoint, epoch: string, member?: MemberIdentity): Cursor | null {
+  subscribe(socket: SocketState, stream: Stream, resume: ResumePoint, epoch: string, as?: FollowAs): Cursor | null {
     const subscribed: SubscribedEvent = { type: "subscribed", room: stream.room, seq: stream.flushedSeq, epoch };
     const text = stream.text(subscribed);
     if (text !== null && !this.delivery.sendControl(socket, text)) return null;
-    return this.#follow(socket, stream, resume, epoch, null, member);
+    return this.#follow(socket, stream, resume, epoch, null, as);
   }
 
   /** The connection stops following `cursor`'s room: `unsubscribed` (with why, when the server ended it), and it leaves the room's presence. */
@@ -299,7 +298,7 @@ export class SocketEngine {
    * room's present; one from another history (or from the future) starts
    * level, told what it lost. Then the room's presence.
    */
-  #follow(socket: SocketState, stream: Stream, resume: ResumePoint, epoch: string, rewindStart: number | null = null, member?: MemberIdentity): Cursor | null {
+  #follow(socket: SocketState, stream: Stream, resume: ResumePoint, epoch: string, rewindStart: number | null = null, as?: FollowAs): Cursor | null {
     const latest = stream.flushedSeq;
     let start = rewindStart ?? latest;
     if (resume.since !== null) {
@@ -311,7 +310,7 @@ export class SocketEngine {
         start = resume.since;
       }
     }
-    const cursor = this.delivery.follow(socket, stream, start, Date.now(), member);
+    const cursor = this.delivery.follow(socket, stream, start, Date.now(), as);
     // A failed send during catch-up forgets the socket; it is not a member then.
     if (cursor) this.presence(stream).join(cursor);
     return cursor;
@@ -324,7 +323,7 @@ export class SocketEngine {
    * the close handshake); those are not here any more. Presence is rebuilt
    * from their identities without telling anyone.
    */
-  restore(place: (attachment: SocketAttachment, ws: WebSocket) => readonly { stream: Stream; seq: number; member?: MemberIdentity }[] | null): SocketState[] {
+  restore(place: (attachment: SocketAttachment, ws: WebSocket) => readonly { stream: Stream; seq: number; as?: FollowAs }[] | null): SocketState[] {
     const restored: SocketState[] = [];
     const now = Date.now();
     for (const ws of this.#ctx.getWebSockets()) {
@@ -335,7 +334,7 @@ export class SocketEngine {
       const socket = new SocketState(ws, attachment);
       this.delivery.join(socket);
       for (const at of places) {
-        const cursor = this.delivery.follow(socket, at.stream, at.seq, now, at.member);
+        const cursor = this.delivery.follow(socket, at.stream, at.seq, now, at.as);
         if (cursor) this.presence(at.stream).restore(cursor);
       }
       restored.push(socket);

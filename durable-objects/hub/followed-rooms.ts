@@ -1,9 +1,8 @@
 import type { ErrorCode, ResumePoint } from "../../protocol";
-import type { MemberIdentity } from "../../common/members";
 import { logEvent } from "../../common/log";
 import { historyRules, type Limits } from "../../common/settings";
 import { retentionFor } from "../../common/retention";
-import type { Cursor } from "../engine/cursor";
+import type { Cursor, FollowAs } from "../engine/cursor";
 import type { SocketEngine } from "../engine/socket-engine";
 import type { SocketState } from "../engine/socket-state";
 import type { StreamShape } from "../engine/stream-shape";
@@ -36,8 +35,8 @@ export interface FollowRefusal {
 export interface FollowOptions {
   /** Where its cursor starts: a resume point, or one decided once the room is known here (a Pusher cache channel's last event). */
   start: ResumePoint | ((room: HubRoom) => ResumePoint);
-  /** Who the connection is in this room's presence (its own identity when absent). */
-  member?: MemberIdentity;
+  /** Who the connection is in this room's presence (its own identity when absent), and whether it only watches it. */
+  as?: FollowAs;
   /** A last word, once the room is known here: a refusal, or null to follow it (a presence channel's member cap). */
   admit?: (room: HubRoom) => FollowRefusal | null;
 }
@@ -133,7 +132,7 @@ export class FollowedRooms implements FollowerHost {
       return refused;
     }
     const resume = typeof options.start === "function" ? options.start(hubRoom) : options.start;
-    const cursor = this.engine.subscribe(socket, hubRoom.follower.stream, resume, hubRoom.follower.epoch, options.member);
+    const cursor = this.engine.subscribe(socket, hubRoom.follower.stream, resume, hubRoom.follower.epoch, options.as);
     if (cursor) hubRoom.changed();
     return cursor;
   }

@@ -70,7 +70,7 @@ export class PusherCore implements EngineHost, FollowerCore, FollowedRoomsHost, 
       return this.#records.list(pusher).map((subscription) => ({
         stream: this.rooms.roomFor(this.#roomOf(subscription.channel)).follower.stream,
         seq: 0,
-        ...(subscription.member ? { member: subscription.member } : {}),
+        as: { ...(subscription.member ? { member: subscription.member } : {}), ...(subscription.watch ? { watching: true as const } : {}) },
       }));
     });
     this.#records.prune(live);

@@ -6,6 +6,7 @@ import {
   PUSHER_LIMITS,
   PUSHER_PONG,
   pusherFrame,
+  SERVER_TO_USER_PREFIX,
   pusherRoom,
   type PusherChannel,
   type PusherClientEvent,
@@ -125,6 +126,8 @@ export class PusherFrames {
         break;
       case "user":
         if (attachment.user !== channel.userId) return refuse({ type: "AuthError", error: "sign in as this user before subscribing to its channel", status: 403 });
+        // The user is online while one of its connections follows its channel: its watchers see that.
+        member = { id: channel.userId as string, verified: true };
         break;
       case "private":
       case "encrypted":
@@ -152,7 +155,8 @@ export class PusherFrames {
         cacheMiss = true;
         return { since: null, epoch: null, rewind: null };
       },
-      ...(member ? { member, admit: (hubRoom: HubRoom) => this.#presenceCap(hubRoom, member as MemberIdentity) } : {}),
+      ...(member ? { as: { member } } : {}),
+      ...(member && channel.kind === "presence" ? { admit: (hubRoom: HubRoom) => this.#presenceCap(hubRoom, member as MemberIdentity) } : {}),
     });
     if (followed === null) return;
     if (!("socket" in followed)) return refuse(subscriptionError(followed));
@@ -195,13 +199,32 @@ export class PusherFrames {
     const user = signedInUser(frame.userData);
     if (user === null) {
       this.#counters.refused("signin_refused");
-      this.#engine.delivery.close(socket.ws, CloseCode.UNAUTHORIZED, `user_data must be a JSON object with an id of 1-${PUSHER_LIMITS.maxUserIdLength} characters`);
+      this.#engine.delivery.close(socket.ws, CloseCode.UNAUTHORIZED, `user_data must be a JSON object with an id of 1-${PUSHER_LIMITS.maxUserIdLength} characters, and a watchlist of at most ${PUSHER_LIMITS.maxWatchlist} ids`);
       return;
     }
     if (this.#engine.delivery.get(socket.ws) !== socket) return;
-    attachment.user = user;
+    attachment.user = user.id;
     this.#record(socket, (channels) => channels);
     this.#engine.delivery.sendControl(socket, pusherFrame("pusher:signin_success", { user_data: frame.userData }));
+    await this.#watch(socket, user.watchlist.filter((id) => id !== user.id));
+  }
+
+  /**
+   * The signed-in user's watchlist: each watched user's own channel is
+   * followed for its presence only, so the connection hears when that user
+   * comes online or goes offline (pusher-shape.ts) and none of its events.
+   */
+  async #watch(socket: SocketState, users: readonly string[]): Promise<void> {
+    for (const user of users) {
+      const channel = `${SERVER_TO_USER_PREFIX}${user}`;
+      const followed = await this.#rooms.follow(socket, this.roomOf(channel), { start: { since: null, epoch: null, rewind: null }, as: { watching: true } });
+      if (followed === null) return;
+      if (!("socket" in followed)) {
+        this.#error(socket, null, `the watchlist could not follow ${user}: ${followed.message}`);
+        continue;
+      }
+      this.#record(socket, (channels) => [...channels, { channel, watch: true }]);
+    }
   }
 
   async #clientEvent(socket: SocketState, frame: PusherClientEvent, now: number): Promise<void> {
@@ -290,12 +313,15 @@ function presenceMember(channelData: string): MemberIdentity | string {
   return member;
 }
 
-/** The id a sign-in's `user_data` names, or null when it names none. */
-function signedInUser(userData: string): string | null {
+/** The user a sign-in's `user_data` names (its id and watchlist), or null when it names none. */
+function signedInUser(userData: string): { id: string; watchlist: string[] } | null {
+  const isId = (id: unknown): id is string => typeof id === "string" && id !== "" && id.length <= PUSHER_LIMITS.maxUserIdLength && parsePusherChannel(`${SERVER_TO_USER_PREFIX}${id}`) !== null;
   try {
-    const value = JSON.parse(userData) as { id?: unknown } | null;
-    const id = value?.id;
-    return typeof id === "string" && id !== "" && id.length <= PUSHER_LIMITS.maxUserIdLength ? id : null;
+    const value = JSON.parse(userData) as { id?: unknown; watchlist?: unknown } | null;
+    if (!isId(value?.id)) return null;
+    const watchlist = value?.watchlist ?? [];
+    if (!Array.isArray(watchlist) || watchlist.length > PUSHER_LIMITS.maxWatchlist || !watchlist.every(isId)) return null;
+    return { id: value.id, watchlist: [...new Set(watchlist)] };
   } catch {
     return null;
   }

@@ -1,6 +1,7 @@
 import type { PresenceEvent, PresenceMember } from "../../protocol";
 import { pusherFrame, type PusherChannel } from "../../protocol/pusher";
 import { utf8Length } from "../../common/utf8";
+import type { Cursor } from "../engine/cursor";
 import type { Message } from "../engine/message";
 import type { StreamEvent, StreamShape } from "../engine/stream-shape";
 
@@ -27,6 +28,11 @@ interface StoredMessage {
  *   connection that fell behind on presence gets the whole picture again,
  *   which Laravel Echo's `here` and pusher-js's members take as the current
  *   list); a join is `pusher_internal:member_added`, a leave `member_removed`;
+ * - a user's own channel (`#server-to-user-{id}`) has that user as its one
+ *   member while it is signed in anywhere: to the connections that watch the
+ *   user (their watchlist), its presence is `pusher_internal:watchlist_events`,
+ *   `online` when it joins (or is there when they start watching) and
+ *   `offline` when it leaves;
  * - what Pusher has no word for (a loss, a count above the member cap, an
  *   unsubscribe's answer) is not sent.
  * A message is written once per hub, however many connections follow the channel.
@@ -38,6 +44,22 @@ export class PusherShape implements StreamShape {
   constructor(channel: PusherChannel) {
     this.#channel = channel;
     this.#presence = channel.kind === "presence";
+  }
+
+  /** A user's channel: its presence is whether the user is online, for those who watch it. */
+  #watchlist(event: PresenceEvent, cursor: Cursor | null): string | null {
+    const user = this.#channel.userId as string;
+    switch (event.action) {
+      case "sync":
+        // To a watcher that starts watching: online if the user is; the user's own connections are told nothing.
+        return cursor?.watching && event.count > 0 ? watchlistEvent("online", user) : null;
+      case "join":
+        return watchlistEvent("online", user);
+      case "leave":
+        return watchlistEvent("offline", user);
+      case "count":
+        return null;
+    }
   }
 
   message(message: Message): Message {
@@ -56,7 +78,8 @@ export class PusherShape implements StreamShape {
     return null;
   }
 
-  presence(event: PresenceEvent): string | null {
+  presence(event: PresenceEvent, cursor: Cursor | null): string | null {
+    if (this.#channel.kind === "user") return this.#watchlist(event, cursor);
     if (!this.#presence) return null;
     switch (event.action) {
       case "sync":
@@ -69,6 +92,11 @@ export class PusherShape implements StreamShape {
         return null;
     }
   }
+}
+
+/** What pusher-js's watchlist listens for: a user came online or went offline. */
+function watchlistEvent(name: "online" | "offline", user: string): string {
+  return pusherFrame("pusher_internal:watchlist_events", { events: [{ name, user_ids: [user] }] });
 }
 
 /** A presence channel's members as `subscription_succeeded` carries them: ids, a hash of id to user_info, and the count. */

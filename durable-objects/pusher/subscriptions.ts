@@ -1,10 +1,12 @@
 import type { MemberIdentity } from "../../common/members";
 import type { SocketAttachment } from "../engine/attachment";
 
-/** One channel a Pusher connection follows, and who it is there (a presence channel's member). */
+/** One channel a Pusher connection follows, and who it is there (a presence channel's member, or a signed-in user on its own channel). */
 export interface PusherSubscription {
   channel: string;
   member?: MemberIdentity;
+  /** A user's channel it only watches (its user's watchlist): who is online, none of its events. */
+  watch?: true;
 }
 
 /** A Pusher connection's attachment: the socket's, its socket id as `id`, its channels and its signed-in user. */

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type Pusher from "pusher-js";
 import { pusherRoom, SOCKET_ID_PATTERN } from "../../protocol/pusher";
-import { APP, connected, frontEnd, pusherVars, record } from "../helpers/pusher";
+import { APP, connected, frontEnd, PusherSocket, pusherVars, record } from "../helpers/pusher";
 import { startServer, type LocalServer } from "../helpers/server";
 import { publish, TestSocket } from "../helpers/socket";
 import { sleep, until } from "../helpers/wait";
@@ -124,6 +124,55 @@ describe("pusher-js against the front door", () => {
     await sleep(200);
     expect(cached.of("pusher:cache_miss")).toEqual([]);
     expect(cached.of("message")).toEqual([{ price: 2 }]);
+  });
+
+  it("signs a user in, delivers server-to-user events to that user only, and refuses another's user channel", async () => {
+    const carol = client({ signin: { id: "carol" } });
+    await connected(carol);
+    const received: unknown[] = [];
+    // This service's own publishes are events named `message` (docs/pusher.md#one-room-two-protocols).
+    carol.user.bind("message", (data: unknown) => received.push(data));
+    await carol.user.signinDonePromise;
+    expect(carol.user.user_data).toMatchObject({ id: "carol" });
+    // pusher-js subscribes #server-to-user-carol by itself after the sign-in.
+    await until(() => carol.user.serverToUserChannel?.subscribed === true, { what: "the server-to-user channel" });
+    // The room of a user's channel is private: this service's own API reaches it with the publish key.
+    await publish(server.url, encodeURIComponent(pusherRoom(APP.id, "#server-to-user-carol")), { total: 12 }, { headers: { authorization: `Bearer ${PUBLISH_KEY}` } });
+    await until(() => received.length === 1, { what: "the server-to-user event" });
+    expect(received).toEqual([{ total: 12 }]);
+
+    // pusher-js will not name another user's channel; a raw client can, and is refused.
+    const mallory = await PusherSocket.open(server);
+    await mallory.socketId();
+    mallory.subscribe("#server-to-user-carol", { auth: "" });
+    const [error] = await mallory.waitFor("pusher:subscription_error");
+    expect(error?.data).toMatchObject({ type: "AuthError", status: 403 });
+    mallory.close();
+  });
+
+  it("tells a signed-in user when users on its watchlist come online and go offline", async () => {
+    const watcher = client({ signin: { id: "watcher", watchlist: ["dana", "erin"] } });
+    const seen: { name: string; user_ids: string[] }[] = [];
+    watcher.user.watchlist.bind("online", (event: { name: string; user_ids: string[] }) => seen.push(event));
+    watcher.user.watchlist.bind("offline", (event: { name: string; user_ids: string[] }) => seen.push(event));
+    await connected(watcher);
+    await watcher.user.signinDonePromise;
+    const dana = client({ signin: { id: "dana" } });
+    await until(() => seen.some((e) => e.name === "online"), { what: "dana online" });
+    expect(seen).toEqual([{ name: "online", user_ids: ["dana"] }]);
+    dana.disconnect();
+    await until(() => seen.length === 2, { what: "dana offline" });
+    expect(seen[1]).toEqual({ name: "offline", user_ids: ["dana"] });
+
+    // A watcher that signs in while a watched user is online hears so at once.
+    const erin = client({ signin: { id: "erin" } });
+    await connected(erin);
+    await until(() => erin.user.serverToUserChannel?.subscribed === true, { what: "erin's channel" });
+    const late = client({ signin: { id: "late", watchlist: ["erin"] } });
+    const lateSeen: unknown[] = [];
+    late.user.watchlist.bind("online", (event: unknown) => lateSeen.push(event));
+    await until(() => lateSeen.length === 1, { what: "erin online, to a late watcher" });
+    expect(lateSeen).toEqual([{ name: "online", user_ids: ["erin"] }]);
   });
 
   it("keeps a private channel's room out of this service's own protocol in open mode", async () => {
