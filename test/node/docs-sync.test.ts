@@ -5,6 +5,7 @@ import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { DEFAULTS, SECRET_VARS, TEXT_VARS, type LimitName } from "../../common/settings";
 import { CLOSE_CODES } from "../../protocol/close-codes";
+import { pusherCloseAction, PusherCloseCode } from "../../protocol/pusher";
 
 /**
  * The tables a reader decides by, held to the code they describe: the close
@@ -163,6 +164,23 @@ describe("docs/protocol.md", () => {
   it("lists every limit with its default, and nothing that is not a limit", () => {
     const documented = documentedDefaults(tableUnder(doc, "## Limits"), "var", "default");
     expect(limitsMismatches(documented, { everyLimit: true })).toEqual([]);
+  });
+});
+
+describe("docs/pusher.md", () => {
+  const doc = read("docs/pusher.md");
+
+  it("lists every close code of the front door, with what a Pusher client does after it", () => {
+    const rows = tableUnder(doc, "## Close codes");
+    const words = { stop: "stops", backoff: "backs off, reconnects", reconnect: "reconnects now" } as const;
+    const documented = Object.fromEntries(rows.map((row) => [Number(row.code), row["the client"]]));
+    const expected = Object.fromEntries(Object.values(PusherCloseCode).map((code) => [code, words[pusherCloseAction(code) as keyof typeof words]]));
+    expect(documented).toEqual(expected);
+  });
+
+  it("lists every Pusher var the service reads", () => {
+    const documented = tableUnder(doc, "## Turn it on").flatMap((row) => varNames(row.var ?? ""));
+    expect(documented.sort()).toEqual([...TEXT_SETTINGS, ...SECRETS].filter((name) => name.startsWith("PUSHER_")).sort());
   });
 });
 
