@@ -1,24 +1,16 @@
 import { CloseCode, type AuthFrame, type AuthorizedEvent, type ErrorCode, type SubscribeFrame, type UnsubscribeFrame } from "../../protocol";
-import { grantsFromHeaders, HUB_FULL_HEADER } from "../../common/edge-requests";
-import { followerIndex, parseHubName } from "../../common/followers";
-import { accessSettings, readLimits, type Limits } from "../../common/settings";
+import { isPrivatePusherRoom } from "../../protocol/pusher";
+import { grantsFromHeaders } from "../../common/edge-requests";
+import { accessSettings } from "../../common/settings";
 import { accessTo, grantsOf, verifyToken, type RoomGrant } from "../../common/tokens";
 import { attachmentFromEdge, type SocketAttachment } from "../engine/attachment";
-import { MEMORY_ONLY, RoomCounters } from "../engine/counters";
 import type { Cursor } from "../engine/cursor";
-import { NO_FRAME_HOOKS, type FrameHooks } from "../engine/frame-hooks";
 import type { MultiplexFrames } from "../engine/client-frames";
 import type { PublishOutcome, RetryKey } from "../engine/publish-outcome";
-import { SocketEngine, type EngineHost } from "../engine/socket-engine";
 import type { SocketState } from "../engine/socket-state";
 import { scopedShape, type StreamShape } from "../engine/stream-shape";
 import { TokenBucket, type RatePolicy } from "../engine/token-bucket";
-import { endNameless, type FollowerCore } from "../leaf/follower-object";
-import type { LeafBatch, LeafReport, LeafSnapshot, LeafStart } from "../leaf/rpc";
-import { FollowedRooms, type FollowedRoomsHost } from "./followed-rooms";
-import { HubRegistration, type HubOccupancy } from "./hub-registration";
-import { isPrivatePusherRoom } from "../../protocol/pusher";
-import { logEvent } from "../../common/log";
+import { HubBase } from "./hub-base";
 
 /** A multiplexed connection's attachment: the socket's, plus what its token grants and the rooms it follows. */
 interface HubAttachment extends SocketAttachment {
@@ -29,38 +21,19 @@ interface HubAttachment extends SocketAttachment {
 }
 
 /**
- * A hub's parts and the one object they talk to: the socket engine (whose
- * sockets are multiplexed connections), the rooms those follow
- * (FollowedRooms), and what a connection's own frames do (subscribe,
- * unsubscribe, a fresh token).
+ * A hub of multiplexed connections, its parts wired (HubBase), and what a
+ * connection's own frames do: subscribe (checked against its token's grants),
+ * unsubscribe, a fresh token. Every event names its room (scopedShape).
  */
-export class HubCore implements EngineHost, MultiplexFrames, FollowerCore, FollowedRoomsHost {
-  readonly #ctx: DurableObjectState;
+export class HubCore extends HubBase implements MultiplexFrames {
   readonly #env: Record<string, unknown>;
-  readonly #limits: Limits;
-  /** This hub's number (`hub-<n>`), and its index among each room's followers. */
-  readonly hub: number;
-  readonly index: number;
-  readonly #counters = new RoomCounters(MEMORY_ONLY);
-  readonly engine: SocketEngine;
-  readonly rooms: FollowedRooms;
   readonly #subscribeBudgets = new WeakMap<SocketState, TokenBucket>();
   readonly #subscribeRate: RatePolicy;
-  readonly #registration: HubRegistration;
 
   constructor(ctx: DurableObjectState, env: Record<string, unknown>) {
-    this.#ctx = ctx;
+    super(ctx, env, "hub");
     this.#env = env;
-    const limits = readLimits(env);
-    this.#limits = limits;
-    // As a leaf: an instance its alarm starts after a restart has no name, and ends itself (hub.ts).
-    const named = parseHubName(ctx.id.name ?? "");
-    this.hub = named?.kind === "hub" ? named.n : -1;
-    this.index = followerIndex("hub", this.hub);
-    this.#subscribeRate = { perSecond: limits.SUBSCRIBES_PER_SECOND, burst: Math.max(1, limits.SUBSCRIBE_BURST) };
-    this.engine = new SocketEngine(ctx, limits, this.#counters, this);
-    this.rooms = new FollowedRooms(env, limits, this);
-    this.#registration = new HubRegistration(env, ctx, this.#counters, "hub", this.hub);
+    this.#subscribeRate = { perSecond: this.limits.SUBSCRIBES_PER_SECOND, burst: Math.max(1, this.limits.SUBSCRIBE_BURST) };
     // Connections that were here when the hub woke follow their rooms again; where each room
     // stands is asked of its root before anything is served (beforeFrame, or the root's next push).
     this.engine.restore((attachment) => {
@@ -69,51 +42,25 @@ export class HubCore implements EngineHost, MultiplexFrames, FollowerCore, Follo
     });
   }
 
-  get nameless(): boolean {
-    return this.hub < 0;
-  }
-
-  end(): Promise<void> {
-    return endNameless(this.#ctx, "hub");
-  }
-
-  get logFields(): Record<string, unknown> {
-    return { hub: this.hub };
-  }
-
-  // -------------------------------------------------------------------------
-  // Connections, from the edge
-  // -------------------------------------------------------------------------
-
   async upgrade(request: Request): Promise<Response> {
-    if (this.engine.size >= this.#limits.MAX_CONNECTIONS_PER_HUB) {
-      return Response.json(
-        { error: "over_capacity", message: "this hub holds its maximum of connections" },
-        { status: 503, headers: { [HUB_FULL_HEADER]: String(this.engine.size), "Retry-After": "1" } },
-      );
-    }
+    const full = this.full();
+    if (full) return full;
     const attachment: HubAttachment = { ...attachmentFromEdge(request.headers, Date.now()), grants: grantsFromHeaders(request.headers), rooms: [] };
     return this.engine.acceptConnection(attachment);
   }
 
-  // -------------------------------------------------------------------------
-  // From a room's root
-  // -------------------------------------------------------------------------
-
-  open(start: LeafStart): Promise<void> {
-    return this.rooms.open(start);
+  shapeOf(room: string): StreamShape {
+    return scopedShape(room);
   }
 
-  push(batch: LeafBatch): Promise<LeafReport> {
-    return this.rooms.push(batch);
+  get multiplexed(): MultiplexFrames {
+    return this;
   }
 
-  retire(name: string): boolean {
-    return this.rooms.retire(name);
-  }
-
-  snapshot(name: string): LeafSnapshot {
-    return this.rooms.snapshot(name);
+  /** A connection publishes into a room: the room's root runs beforePublish, if its class has one, and may refuse. */
+  async publishFrom(cursor: Cursor, dataJson: string, retry?: RetryKey): Promise<PublishOutcome> {
+    // The root hashes the data itself (it arrives as the connection sent it) and looks the key up.
+    return (await this.rooms.root(cursor.stream.room).publish(dataJson, retry ? { source: "multiplexed", retryKey: retry.key } : { source: "multiplexed" })) as PublishOutcome;
   }
 
   // -------------------------------------------------------------------------
@@ -123,13 +70,14 @@ export class HubCore implements EngineHost, MultiplexFrames, FollowerCore, Follo
   async subscribe(socket: SocketState, frame: SubscribeFrame): Promise<void> {
     const { room } = frame;
     const refuse = (code: ErrorCode, message: string): void => {
-      this.#counters.refused(`subscribe_${code}`);
+      this.counters.refused(`subscribe_${code}`);
       this.engine.delivery.sendControl(socket, JSON.stringify({ type: "error", room, code, message, ...(frame.id === undefined ? {} : { id: frame.id }) }));
     };
     let budget = this.#subscribeBudgets.get(socket);
     if (!budget) this.#subscribeBudgets.set(socket, (budget = new TokenBucket()));
     if (!budget.take(Date.now(), this.#subscribeRate)) return refuse("rate_limited", `over ${this.#subscribeRate.perSecond} subscribes per second`);
     const attachment = socket.attachment as HubAttachment;
+    // Open mode opens every room but those of channels Pusher keeps private.
     if (attachment.grants === null ? isPrivatePusherRoom(room) : accessTo(attachment.grants, room) === null) {
       return refuse("forbidden", "the connection's token does not open this room");
     }
@@ -158,14 +106,14 @@ export class HubCore implements EngineHost, MultiplexFrames, FollowerCore, Follo
     const check = await verifyToken(frame.token, secret);
     if (this.engine.delivery.get(socket.ws) !== socket) return;
     if (!check.ok) {
-      this.#counters.refused(check.reason);
+      this.counters.refused(check.reason);
       this.engine.delivery.close(socket.ws, CloseCode.UNAUTHORIZED, check.message);
       return;
     }
     const attachment = socket.attachment as HubAttachment;
     // The connection is one member in every room it follows: a token for another would change who it is.
     if ((attachment.member?.verified ? attachment.member.id : undefined) !== check.claims.sub) {
-      this.#counters.refused("token_member_changed");
+      this.counters.refused("token_member_changed");
       this.engine.delivery.close(socket.ws, CloseCode.FORBIDDEN, "a fresh token must be for the same member (sub)");
       return;
     }
@@ -183,75 +131,6 @@ export class HubCore implements EngineHost, MultiplexFrames, FollowerCore, Follo
     const grants = (socket.attachment as HubAttachment).grants;
     if (grants === null) return socket.attachment.canPublish && !isPrivatePusherRoom(room);
     return accessTo(grants, room)?.pub === true;
-  }
-
-  // -------------------------------------------------------------------------
-  // The engine's host
-  // -------------------------------------------------------------------------
-
-  get multiplexed(): MultiplexFrames {
-    return this;
-  }
-
-  get hooks(): FrameHooks {
-    return NO_FRAME_HOOKS;
-  }
-
-  name(): string {
-    return `hub-${this.hub}`;
-  }
-
-  /** A connection publishes into a room: the room's root runs beforePublish, if its class has one, and may refuse. */
-  async publishFrom(cursor: Cursor, dataJson: string, retry?: RetryKey): Promise<PublishOutcome> {
-    // The root hashes the data itself (it arrives as the connection sent it) and looks the key up.
-    return (await this.rooms.root(cursor.stream.room).publish(dataJson, retry ? { source: "multiplexed", retryKey: retry.key } : { source: "multiplexed" })) as PublishOutcome;
-  }
-
-  occupancyChanged(): void {
-    this.rooms.report();
-  }
-
-  left(socket: SocketState): void {
-    this.rooms.left(socket);
-  }
-
-  heartbeat(): void {
-    this.rooms.heartbeat();
-  }
-
-  otherSockets(): number {
-    return 0;
-  }
-
-  /** A hub stores nothing: it has no work of its own on its alarm. */
-  alarmWanted(): null {
-    return null;
-  }
-
-  async onAlarm(): Promise<void> {}
-
-  /** Before a connection's frame: an ack is checked against the room's cursor, so each room must know where it stands. */
-  async beforeFrame(socket: SocketState): Promise<boolean> {
-    try {
-      await this.rooms.ensureKnown(socket);
-      return true;
-    } catch (error) {
-      logEvent("error", { hub: this.hub, where: "hub_sync", error: String(error) });
-      this.engine.delivery.close(socket.ws, CloseCode.INTERNAL_ERROR, "internal error");
-      return false;
-    }
-  }
-
-  // -------------------------------------------------------------------------
-  // The followed rooms' host
-  // -------------------------------------------------------------------------
-
-  shapeOf(room: string): StreamShape {
-    return scopedShape(room);
-  }
-
-  occupancy(occupancy: HubOccupancy): void {
-    this.#registration.report(occupancy);
   }
 
   // -------------------------------------------------------------------------
