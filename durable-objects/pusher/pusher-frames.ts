@@ -81,7 +81,9 @@ export class PusherFrames {
     const frame = parsed.value;
     switch (frame.event) {
       case "pusher:ping":
-        // The runtime answers pusher-js's exact ping; another spelling of it gets here.
+        // The runtime answers pusher-js's exact ping for free; another spelling of it gets here, and
+        // costs a frame token, so that a client that never reads cannot pile pongs up for free.
+        if (!this.#engine.frames.spend(socket, now)) return;
         this.#engine.delivery.sendControl(socket, PUSHER_PONG);
         return;
       case "pusher:pong":
@@ -203,6 +205,12 @@ export class PusherFrames {
       return;
     }
     if (this.#engine.delivery.get(socket.ws) !== socket) return;
+    // A connection is one user: signing in again as the same one changes nothing, as another is refused.
+    if (attachment.user !== undefined) {
+      if (attachment.user !== user.id) return this.#error(socket, null, `this connection is signed in as ${attachment.user}`);
+      this.#engine.delivery.sendControl(socket, pusherFrame("pusher:signin_success", { user_data: frame.userData }));
+      return;
+    }
     attachment.user = user.id;
     this.#record(socket, (channels) => channels);
     this.#engine.delivery.sendControl(socket, pusherFrame("pusher:signin_success", { user_data: frame.userData }));
