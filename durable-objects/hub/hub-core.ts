@@ -1,4 +1,4 @@
-import { CloseCode, type AuthFrame, type AuthorizedEvent, type ErrorCode, type SubscribeFrame, type UnsubscribeFrame } from "../../protocol";
+import { CloseCode, isValidRoomName, MAX_ECHOED_ROOM_LENGTH, type AuthFrame, type AuthorizedEvent, type ErrorCode, type SubscribeFrame, type UnsubscribeFrame } from "../../protocol";
 import { grantsFromHeaders, HUB_FOLLOWER_BASE, HUB_FULL_HEADER, parseHubName } from "../../common/edge-requests";
 import { logEvent } from "../../common/log";
 import { accessSettings, historyRules, readLimits, type Limits } from "../../common/settings";
@@ -133,11 +133,13 @@ export class HubCore implements EngineHost, MultiplexFrames, FollowerCore {
     const { room } = frame;
     const refuse = (code: ErrorCode, message: string): void => {
       this.#counters.refused(`subscribe_${code}`);
-      this.engine.delivery.sendControl(socket, JSON.stringify({ type: "error", room, code, message, ...(frame.id === undefined ? {} : { id: frame.id }) }));
+      const named = room.length <= MAX_ECHOED_ROOM_LENGTH ? { room } : {};
+      this.engine.delivery.sendControl(socket, JSON.stringify({ type: "error", ...named, code, message, ...(frame.id === undefined ? {} : { id: frame.id }) }));
     };
     let budget = this.#subscribeBudgets.get(socket);
     if (!budget) this.#subscribeBudgets.set(socket, (budget = new TokenBucket()));
     if (!budget.take(Date.now(), this.#subscribeRate)) return refuse("rate_limited", `over ${this.#subscribeRate.perSecond} subscribes per second`);
+    if (!isValidRoomName(room)) return refuse("bad_room", "not a room name: 1-64 letters, digits and . _ : ~ -, starting with a letter or digit");
     const pending = this.#pendingOf(socket);
     if (socket.cursors.has(room) || pending.has(room)) return refuse("bad_request", "the connection already follows this room");
     if (socket.cursors.size + pending.size >= this.#limits.MAX_ROOMS_PER_CONNECTION) {
