@@ -31,9 +31,10 @@ export interface ConnectionWelcomeEvent {
 }
 
 /**
- * A subscribe was accepted: where the room stands. A subscription that asked
- * for `since` then receives every message after it (or a `lost` event first,
- * when its epoch is not the room's), then live messages.
+ * A subscribe was accepted: where the room stands. Then come a `lost` event
+ * (when the subscribe's epoch is not the room's), the room's presence `sync`,
+ * every message after `since` (for a subscribe that asked for it), then live
+ * messages.
  */
 export interface SubscribedEvent {
   type: "subscribed";

@@ -103,19 +103,21 @@ export class Delivery {
 
   /**
    * The socket follows `stream` from `sentSeq`: level with the room, or
-   * behind (a resume), in which case catch-up starts at once. Returns the
-   * cursor, or null when the socket did not survive catch-up (a failed send).
+   * behind (a resume), in which case its caller starts catch-up (`catchUp`)
+   * once the socket was told what comes first (its presence picture).
    */
-  follow(socket: SocketState, stream: Stream, sentSeq: number, now: number): Cursor | null {
+  follow(socket: SocketState, stream: Stream, sentSeq: number, now: number): Cursor {
     this.#streams.add(stream);
     const cursor = new Cursor(socket, stream, socket.nextCursorIndex++, sentSeq);
     socket.cursors.set(stream.room, cursor);
     stream.cursors.set(socket.ws, cursor);
-    if (sentSeq < stream.flushedSeq) {
-      this.#fallBehind(cursor, now);
-      this.catchUp(cursor, now);
-    }
-    return this.#sockets.get(socket.ws) === socket ? cursor : null;
+    if (sentSeq < stream.flushedSeq) this.#fallBehind(cursor, now);
+    return cursor;
+  }
+
+  /** Whether `socket` is still tracked here (a failed send forgets it). */
+  holds(socket: SocketState): boolean {
+    return this.#sockets.get(socket.ws) === socket;
   }
 
   /** The socket stops following `cursor`'s room; what is in flight of it stays in its window until acknowledged. */
