@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RoomStats, WebhookEvent } from "../../protocol";
+import { MuxSocket } from "../helpers/multiplex";
 import { startServer, type LocalServer } from "../helpers/server";
 import { publish, roomStats, TestSocket } from "../helpers/socket";
 import { WebhookReceiver } from "../helpers/webhook-receiver";
@@ -99,6 +100,16 @@ describe("webhooks of rooms", () => {
     const after = await stats(room);
     expect(after.webhooks).toMatchObject({ pending: 0, failures: 0, members: 0, occupied: false, deadLetters: 0 });
     expect(after.webhookDelivered).toBe(6);
+  });
+
+  it("tells a room followed over a multiplexed connection in the same order as over a room's socket: occupied, then the join", async () => {
+    const room = "life-mux";
+    const mux = await MuxSocket.open(`${server.wsUrl}/ws?member=max`);
+    mux.subscribe(room);
+    await receiver.waitFor((r) => r.summary(room).length >= 2, 10_000, "the occupied room and the join");
+    mux.close();
+    await receiver.waitFor((r) => r.summary(room).includes("room.vacated"), 15_000, "the vacated room");
+    expect(receiver.summary(room)).toEqual(["room.occupied", "member.joined:max", "member.left:max", "room.vacated"]);
   });
 
   it("sends message.published only for rooms whose name starts with WEBHOOK_MESSAGE_PREFIX, with the seq, epoch and data", async () => {
