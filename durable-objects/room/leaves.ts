@@ -405,16 +405,15 @@ export class Leaves {
     link.behindSockets = report.behind;
     // Sockets that arrived were granted: they are counted now, no longer as on their way.
     link.placed = Math.max(0, link.placed - Math.max(0, report.connections - before));
+    if (report.members.length > 0 || report.full) this.#host.membersReported(link.index, report.members, report.full);
+    if (report.delta) this.#host.countersReported(report.delta);
     if (report.connections === 0) {
       link.emptySince ??= Date.now();
       this.#armRetire();
     } else {
       link.emptySince = null;
     }
-    // The sockets before their members: a room is occupied before anyone joins it (webhooks tell it in that order).
     if (before !== report.connections) this.#host.connectionsChanged();
-    if (report.members.length > 0 || report.full) this.#host.membersReported(link.index, report.members, report.full);
-    if (report.delta) this.#host.countersReported(report.delta);
   }
 
   #failed(link: LeafLink, error: unknown): void {
