@@ -357,7 +357,8 @@ export class Delivery {
       if (stream.behind === 0) continue;
       for (const cursor of [...stream.cursors.values()]) {
         if (cursor.stalledSince === null || now - cursor.stalledSince < this.#options.graceMs) continue;
-        this.#counters.kicked();
+        // Counted for the room it stalled in (a hub reports it to the room's root, as its deliveries).
+        (stream.counters ?? this.#counters).kicked();
         logEvent("kick", {
           room: stream.room,
           socket: cursor.socket.attachment.id,
