@@ -289,6 +289,11 @@ function parseWebhooks(env: Record<string, unknown>): WebhookSettings | null {
     logEvent("bad_config", { var: "WEBHOOK_URL", problem: "not an http or https URL; webhooks are off" });
     return null;
   }
+  if (url.username !== "" || url.password !== "") {
+    // Credentials in a var would show wherever vars do (the dashboard, wrangler.toml); the secret signs requests instead.
+    logEvent("bad_config", { var: "WEBHOOK_URL", problem: "holds credentials (user:password@), which are not sent; webhooks are off. Sign requests with WEBHOOK_SECRET, or put a token in the path" });
+    return null;
+  }
   const known = new Set<string>(WEBHOOK_EVENT_TYPES);
   const listed = text(env, "WEBHOOK_EVENTS");
   const events = new Set<WebhookEventType>();

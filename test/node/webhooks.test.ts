@@ -295,6 +295,25 @@ describe("webhook settings", () => {
     }
   });
 
+  it("refuses a WEBHOOK_URL with credentials: bad_config, nothing recorded, the password never printed", async () => {
+    const receiver = await WebhookReceiver.start(SECRET);
+    const withCredentials = receiver.url.replace("http://", "http://hookuser:hunter2-pw@");
+    const server = await startServer({ vars: { WEBHOOK_URL: withCredentials, WEBHOOK_SECRET: SECRET } });
+    try {
+      const socket = await TestSocket.open(`${server.wsUrl}/rooms/credentials/ws?member=ada`);
+      const stats = await roomStats(server.url, "credentials");
+      expect(stats.webhooks).toBeUndefined();
+      expect(server.output()).toMatch(/"event":"bad_config","var":"WEBHOOK_URL","problem":"holds credentials/);
+      expect(server.output()).not.toContain("hunter2-pw");
+      await sleep(1000);
+      expect(receiver.requests).toEqual([]);
+      socket.close();
+    } finally {
+      await server.stop("SIGKILL");
+      await receiver.stop();
+    }
+  });
+
   it("records nothing when WEBHOOK_URL is not an http or https URL", async () => {
     const server = await startServer({ vars: { WEBHOOK_URL: "ftp://127.0.0.1/hooks", WEBHOOK_SECRET: SECRET } });
     try {
