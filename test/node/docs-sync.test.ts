@@ -190,6 +190,24 @@ describe("wrangler.toml", () => {
   });
 });
 
+describe("docs/deploy.md", () => {
+  it("lists every Durable Object binding of wrangler.toml with its class and the migration that creates it", async () => {
+    const { stdout } = await run(process.execPath, [`${repo}local-server/read-config.mjs`, `${repo}wrangler.toml`], { timeout: 60_000 });
+    const config = JSON.parse(stdout) as { durable_objects: { bindings: { name: string; class_name: string }[] }; migrations: { tag: string; new_sqlite_classes?: string[] }[] };
+    const createdBy = new Map(config.migrations.flatMap((m) => (m.new_sqlite_classes ?? []).map((name) => [name, m.tag] as const)));
+    const expected = config.durable_objects.bindings.map((b) => ({ binding: b.name, class: b.class_name, migration: createdBy.get(b.class_name) ?? "none" }));
+    const rows = tableUnder(read("docs/deploy.md"), "## What a deploy creates").map((row) => ({
+      binding: row.binding!.replaceAll("`", ""),
+      class: row.class!.replaceAll("`", ""),
+      migration: row.migration!.replaceAll("`", ""),
+    }));
+    expect(rows).toEqual(expected);
+    const counts = read("docs/deploy.md").match(/- (\w+) Durable Object namespaces, one per binding, each class created by one of the (\w+)/);
+    const words = ["zero", "one", "two", "three", "four", "five", "six"];
+    expect([counts?.[1]?.toLowerCase(), counts?.[2]]).toEqual([words[expected.length], words[config.migrations.length]]);
+  });
+});
+
 describe("paths the docs name", () => {
   // Paths that start at one of the repository's folders ("common/settings.ts", "local-server/"),
   // anywhere in the text; generated output (dist/, load/results/) is not in a checkout.
