@@ -208,6 +208,18 @@ describe("docs/deploy.md", () => {
   });
 });
 
+describe("npm pack", () => {
+  it("writes tarballs git ignores, where the READMEs say it does: a pack leaves the checkout clean", async () => {
+    const tarballs = [
+      ...[...read("README.md").matchAll(/`npm pack` builds `([\w.-]+\.tgz)`/g)].map((m) => m[1]!),
+      ...[...read("client-sdk/README.md").matchAll(/cd client-sdk && npm pack\s+# writes ([\w.-]+\.tgz)/g)].map((m) => `client-sdk/${m[1]!}`),
+    ];
+    expect(tarballs).toEqual(["edge-fanout-0.1.0.tgz", "client-sdk/edge-fanout-client-0.1.0.tgz"]);
+    const { stdout } = await run("git", ["check-ignore", "--no-index", ...tarballs], { cwd: repo }).catch((error: { stdout?: string }) => ({ stdout: error.stdout ?? "" }));
+    expect(stdout.trim().split("\n")).toEqual(tarballs);
+  });
+});
+
 describe("paths the docs name", () => {
   // Paths that start at one of the repository's folders ("common/settings.ts", "local-server/"),
   // anywhere in the text; generated output (dist/, load/results/) is not in a checkout.
