@@ -208,6 +208,16 @@ describe("docs/deploy.md", () => {
   });
 });
 
+describe("secrets in the docs' commands", () => {
+  it("never pass a secret with --var (npm prints the command line, ps shows it)", () => {
+    const pattern = new RegExp(`--var[ =](${SECRETS.join("|")})=`, "g");
+    const files = ["README.md", ...readdirSync(`${repo}docs`).filter((f) => f.endsWith(".md")).map((f) => `docs/${f}`), "examples/webhook-receiver/receiver.mjs", "client-sdk/README.md", "load/README.md"];
+    const found = files.flatMap((file) => [...read(file).matchAll(pattern)].map((m) => `${file}: ${m[0]}`));
+    // security.md quotes npm's banner to show why not.
+    expect(found).toEqual(["docs/security.md: --var PUBLISH_KEY="]);
+  });
+});
+
 describe("npm pack", () => {
   it("writes tarballs git ignores, where the READMEs say it does: a pack leaves the checkout clean", async () => {
     const tarballs = [
