@@ -22,5 +22,6 @@ export type LogEventName =
 export function logEvent(event: LogEventName, fields: Record<string, unknown>): void {
   const line = JSON.stringify({ event, ...fields });
   if (event === "error" || event === "socket_error" || event === "hook_error") console.error(line);
+  else if (event === "open_mode") console.warn(line);
   else console.log(line);
 }

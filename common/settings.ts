@@ -327,6 +327,11 @@ function webhookUrl(env: Record<string, unknown>, name: string): string | null {
     logEvent("bad_config", { var: name, problem: "not an http or https URL; webhooks are off" });
     return null;
   }
+  if (url.username !== "" || url.password !== "") {
+    // Credentials in a var would show wherever vars do (the dashboard, wrangler.toml); the secret signs requests instead.
+    logEvent("bad_config", { var: name, problem: "holds credentials (user:password@), which are not sent; webhooks are off. Sign requests with the secret, or put a token in the path" });
+    return null;
+  }
   return url.href;
 }
 

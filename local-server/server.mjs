@@ -58,6 +58,20 @@ const HEAD_BYTES_BUDGET = 16 * 1024 * 1024;
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+/** `n` things, in the singular for one. */
+const count = (n, thing) => `${n} ${thing}${n === 1 ? "" : "s"}`;
+
+/**
+ * What the first shutdown pass closed, as /__local/shutdown answers it: the sockets, and the
+ * rooms and hubs that held them (those that had sockets earlier and none left are not counted).
+ * @param {{ sockets: number; rooms: number; hubs: number }} closed
+ */
+function closedLine(closed) {
+  if (closed.sockets === 0) return "no socket was open";
+  const where = [closed.rooms > 0 ? count(closed.rooms, "room") : null, closed.hubs > 0 ? count(closed.hubs, "hub") + " of multiplexed connections" : null];
+  return `closed ${count(closed.sockets, "socket")} in ${where.filter(Boolean).join(" and ")}`;
+}
+
 /**
  * The rooms' frame limit as common/settings.ts reads it (frameBytesFor): MAX_FRAME_BYTES, but never
  * below three times MAX_MESSAGE_BYTES plus 1 KiB, so a message merely over its limit reaches the room
@@ -339,7 +353,7 @@ async function main() {
     try {
       // From the first call on, new upgrades are refused with 503 and Retry-After.
       const closed = (await admin.call("POST", "/shutdown", undefined, SHUTDOWN_TIMEOUT_MS)).json;
-      console.log(`closed ${closed.sockets} sockets in ${closed.rooms} rooms`);
+      console.log(closedLine(closed));
       // Sockets whose upgrade was already past admission when the first pass ran.
       await sleep(250);
       await admin.call("POST", "/shutdown", undefined, SHUTDOWN_TIMEOUT_MS);

@@ -59,9 +59,13 @@ export interface ServerMessage<T = unknown> {
  * Continuity was lost: messages `from`..`to` (inclusive) will never be
  * delivered to this socket; delivery continues with `to + 1`. `reason`:
  * - "history": they aged out of the room's bounded history before this socket
- *   read them;
- * - "epoch": the room's history itself was lost (the epoch changed); `from`/`to`
- *   span the seqs the client asked for, and the client should reload its state.
+ *   read them (`from` <= `to`);
+ * - "epoch": the room's history itself was lost (the epoch changed, or the
+ *   client named a seq from the future): the client's seqs mean nothing here
+ *   and it should reload its state. `from` is 1 and `to` the room's latest
+ *   seq: the messages of the new history it will not get. A room with no
+ *   message yet says `from` 1, `to` 0, an empty range (`to - from + 1` = 0):
+ *   nothing of the new history is missing, and the next message is 1.
  */
 export interface LostEvent {
   type: "lost";

@@ -77,7 +77,8 @@ export function resumeProblem(query: QueryParams): string | null {
   if (since !== null && !SINCE_PATTERN.test(since)) return "since must be a non-negative integer";
   const epoch = query.get("epoch");
   if (epoch !== null && !EPOCH_PATTERN.test(epoch)) return "epoch must be the epoch string from a welcome event";
+  // Beside since, rewind is not looked at (a reconnecting client keeps the URL it opened with).
   const rewind = query.get("rewind");
-  if (rewind !== null && !REWIND_PATTERN.test(rewind)) return "rewind must be a number of messages (a non-negative integer)";
+  if (since === null && rewind !== null && !REWIND_PATTERN.test(rewind)) return "rewind must be a number of messages (a non-negative integer)";
   return null;
 }

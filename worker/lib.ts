@@ -8,6 +8,8 @@
  *   logic, then bind your subclass as `ROOMS`;
  * - `Coordinator` is the live-room registry and broadcast object: re-export
  *   it from your worker and bind it as `COORDINATOR`;
+ * - `RoomHub` holds multiplexed connections (`GET /ws`): re-export it and
+ *   bind it as `HUBS`, or that route answers 404 (docs/multiplexing.md);
  * - `RoomLeaf` holds sockets of rooms past ROOM_SHARD_SOCKETS: bind it as
  *   `LEAVES` to let rooms grow past one object (docs/sharded-rooms.md). A
  *   room whose class overrides onConnect, onClientFrame or onClose keeps all
@@ -19,7 +21,7 @@
  * @example
  * import { Hono } from "hono";
  * import { createFanoutApp, Room, type PublishRequest } from "edge-fanout";
- * export { Coordinator } from "edge-fanout";
+ * export { Coordinator, RoomHub } from "edge-fanout";
  *
  * export class ChatRoom extends Room {
  *   protected override beforePublish({ data }: PublishRequest) {

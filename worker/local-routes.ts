@@ -51,16 +51,16 @@ localRoutes.post("/leaf-abort", async (c) => {
  */
 localRoutes.post("/shutdown", async (c) => {
   beginDrain();
-  const rooms = knownRooms();
-  let sockets = 0;
+  // Every room and hub that took sockets in this process is asked; only those that still held some count.
+  const closed = async (objects: Promise<number>[]) => (await Promise.allSettled(objects)).map((r) => (r.status === "fulfilled" ? r.value : 0)).filter((n) => n > 0);
   const hubs = knownHubs().flatMap((name) => {
     const namespace = parseHubName(name)?.kind === "pusher" ? c.env.PUSHER_HUBS : c.env.HUBS;
     return namespace ? [namespace.get(namespace.idFromName(name))] : [];
   });
-  const results = await Promise.allSettled([
-    ...rooms.map((room) => c.env.ROOMS.get(c.env.ROOMS.idFromName(room)).shutdown()),
-    ...hubs.map((hub) => hub.shutdown(1012, "service restart")),
+  const [rooms, hubsClosed] = await Promise.all([
+    closed(knownRooms().map((room) => c.env.ROOMS.get(c.env.ROOMS.idFromName(room)).shutdown())),
+    closed(hubs.map((hub) => hub.shutdown(1012, "service restart"))),
   ]);
-  for (const result of results) if (result.status === "fulfilled") sockets += result.value;
-  return c.json({ rooms: rooms.length, sockets });
+  const sockets = [...rooms, ...hubsClosed].reduce((sum, n) => sum + n, 0);
+  return c.json({ sockets, rooms: rooms.length, hubs: hubsClosed.length });
 });

@@ -15,9 +15,9 @@ export interface ServiceFacts {
   access: AccessMode;
   /** The service wants a publish key (a publish without one was 401). */
   publishKeyRequired: boolean;
-  /** A welcome, for the limits every socket is told. */
-  window: number;
-  maxMessageBytes: number;
+  /** A welcome's limits, which every socket is told; null when no socket could be opened (tokens required, no secret given). */
+  window: number | null;
+  maxMessageBytes: number | null;
 }
 
 export interface SocketOptions {
@@ -60,6 +60,8 @@ export interface Check {
   timeoutMs: number;
   /** Checks with sockets only run when the suite can open sockets. */
   needsSockets: boolean;
+  /** Checks that publish, or read a room over HTTP, only run when the suite has the publish key a service requires. */
+  needsPublishKey: boolean;
   /** Resolves with the evidence of a pass; throws CheckFailed (or anything) for a fail, CheckSkipped for a skip. */
   run(ctx: Context): Promise<string>;
 }

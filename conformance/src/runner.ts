@@ -65,14 +65,21 @@ function contextFor(check: Check, runId: string, settings: RunSettings, peers: P
   };
 }
 
+/** The options a check needs against this service and was not given (it is skipped, saying which). */
+export function missingCredentials(check: Check, settings: Pick<RunSettings, "facts" | "service">): Array<"--token-secret" | "--publish-key"> {
+  const missing: Array<"--token-secret" | "--publish-key"> = [];
+  if (check.needsSockets && settings.facts.access === "closed") missing.push("--token-secret");
+  if (check.needsPublishKey && settings.facts.publishKeyRequired && !settings.service.publishKey) missing.push("--publish-key");
+  return missing;
+}
+
 /** Runs one check within its deadline; whatever it does, its sockets are closed afterwards. */
 async function runOne(check: Check, runId: string, settings: RunSettings): Promise<CheckResult> {
   const started = Date.now();
   const base = { id: check.id, clause: check.clause, check: check.title };
   const done = (result: CheckResult["result"], evidence: string): CheckResult => ({ ...base, result, evidence: evidence.replace(/\s+/g, " ").trim(), ms: Date.now() - started });
-  if (check.needsSockets && settings.facts.access === "closed") {
-    return done("skip", "the service requires subscribe tokens: pass --token-secret");
-  }
+  const missing = missingCredentials(check, settings);
+  if (missing.length > 0) return done("skip", `the service requires ${missing.map((m) => (m === "--token-secret" ? "subscribe tokens" : "a publish key")).join(" and ")}: pass ${missing.join(" and ")}`);
   const peers: Peer[] = [];
   let timer: NodeJS.Timeout | undefined;
   try {

@@ -24,7 +24,7 @@ export interface HubReport {
   rooms: number;
   /** The hub's clock when it made the report, epoch ms. */
   at: number;
-  /** Counters that grew at the hub since its last successful report (refusals of subscribes, kicks). */
+  /** Counters that grew at the hub since its last successful report (refused subscribes and frames; a slow connection's kick counts for the room it stalled in, reported by the hub to that room). */
   delta?: RoomCounterValues | null;
 }
 

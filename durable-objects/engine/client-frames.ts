@@ -88,8 +88,9 @@ export interface FrameLimits {
  *   socket is closed with 4009. A client can send at most one releasing ack
  *   per frame it was sent, so free acks cost the room no more than the
  *   frames it chose to send.
- * - An ack that names a message the socket was never sent, or a wrong tag,
- *   is a lie: 4000.
+ * - An ack that names a message the socket was never sent, or the last
+ *   message of an unacknowledged frame with a wrong tag, is a lie: 4000. One
+ *   that names a message inside a frame is stale, whatever its tag.
  * - A publish whose data is over MAX_MESSAGE_BYTES as JSON is refused with an
  *   `error` event `too_large` and the socket stays: MAX_FRAME_BYTES leaves
  *   room for the largest message in any honest encoding plus its envelope, so

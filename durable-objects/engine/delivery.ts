@@ -110,19 +110,21 @@ export class Delivery {
 
   /**
    * The socket follows `stream` from `sentSeq`: level with the room, or
-   * behind (a resume), in which case catch-up starts at once. Returns the
-   * cursor, or null when the socket did not survive catch-up (a failed send).
+   * behind (a resume), in which case its caller starts catch-up (`catchUp`)
+   * once the socket was told what comes first (its presence picture).
    */
-  follow(socket: SocketState, stream: Stream, sentSeq: number, now: number, as?: FollowAs): Cursor | null {
+  follow(socket: SocketState, stream: Stream, sentSeq: number, now: number, as?: FollowAs): Cursor {
     this.#streams.add(stream);
     const cursor = new Cursor(socket, stream, socket.nextCursorIndex++, sentSeq, as);
     socket.cursors.set(stream.room, cursor);
     stream.cursors.set(socket.ws, cursor);
-    if (sentSeq < stream.flushedSeq) {
-      this.#fallBehind(cursor, now);
-      this.catchUp(cursor, now);
-    }
-    return this.#sockets.get(socket.ws) === socket ? cursor : null;
+    if (sentSeq < stream.flushedSeq) this.#fallBehind(cursor, now);
+    return cursor;
+  }
+
+  /** Whether `socket` is still tracked here (a failed send forgets it). */
+  holds(socket: SocketState): boolean {
+    return this.#sockets.get(socket.ws) === socket;
   }
 
   /** The socket stops following `cursor`'s room; what is in flight of it stays in its window until acknowledged. */
@@ -391,7 +393,8 @@ export class Delivery {
       if (stream.behind === 0) continue;
       for (const cursor of [...stream.cursors.values()]) {
         if (cursor.stalledSince === null || now - cursor.stalledSince < this.#options.graceMs) continue;
-        this.#counters.kicked();
+        // Counted for the room it stalled in (a hub reports it to the room's root, as its deliveries).
+        (stream.counters ?? this.#counters).kicked();
         logEvent("kick", {
           room: stream.room,
           socket: cursor.socket.attachment.id,

@@ -23,7 +23,9 @@
  * What an ack did: `released` freed at least one mark; `stale` named nothing
  * it could release (already acknowledged, inside a frame, from before this
  * connection); `forged` claimed a message this socket was never sent, or
- * carried the wrong tag.
+ * carried the wrong tag for the last message of a frame not yet acknowledged
+ * (the only tags kept: an ack of a message inside a frame cannot be checked,
+ * and is stale whatever its tag).
  */
 export type AckVerdict = "released" | "stale" | "forged";
 

@@ -200,11 +200,11 @@ export class SocketEngine {
   }
 
   /**
-   * Accepts a socket into `stream`: the welcome, then (for a resume) the
-   * messages after `since` from the source, or a `lost` event when the
+   * Accepts a socket into `stream`: the welcome, a `lost` event when the
    * socket's history is not the room's (its epoch changed, or it claims a seq
-   * from the future), or (without `since`, for `?rewind=N`) the last N
-   * messages the source holds; then the room's presence.
+   * from the future), the room's presence, then (for a resume) the messages
+   * after `since` from the source, or (without `since`, for `?rewind=N`) the
+   * last N messages the source holds.
    */
   async accept(stream: Stream, admission: Admission): Promise<Response> {
     const { socket, client } = this.#open(admission.attachment);
@@ -260,10 +260,10 @@ export class SocketEngine {
 
   /**
    * A multiplexed connection follows `stream`: `subscribed` says where the room
-   * stands, then (for a resume) the messages after `since`, or `lost` when its
-   * history is not the room's; then the room's presence, where the socket is
-   * `as` says (its own identity when absent). Null when the socket did not
-   * survive the catch-up.
+   * stands, `lost` when its history is not the room's, the room's presence
+   * (where the socket is who `as` says, its own identity when absent), then
+   * (for a resume) the messages after `since`. Null when the socket did not
+   * survive the sends.
    */
   subscribe(socket: SocketState, stream: Stream, resume: ResumePoint, epoch: string, as?: FollowAs): Cursor | null {
     const subscribed: SubscribedEvent = { type: "subscribed", room: stream.room, seq: stream.flushedSeq, epoch };
@@ -296,7 +296,7 @@ export class SocketEngine {
   /**
    * The socket follows `stream` from where it asks to resume, or from the
    * room's present; one from another history (or from the future) starts
-   * level, told what it lost. Then the room's presence.
+   * level, told what it lost. Then the room's presence, then catch-up.
    */
   #follow(socket: SocketState, stream: Stream, resume: ResumePoint, epoch: string, rewindStart: number | null = null, as?: FollowAs): Cursor | null {
     const latest = stream.flushedSeq;
@@ -310,10 +310,14 @@ export class SocketEngine {
         start = resume.since;
       }
     }
-    const cursor = this.delivery.follow(socket, stream, start, Date.now(), as);
-    // A failed send during catch-up forgets the socket; it is not a member then.
-    if (cursor) this.presence(stream).join(cursor);
-    return cursor;
+    const now = Date.now();
+    const cursor = this.delivery.follow(socket, stream, start, now, as);
+    // The presence picture first, then a resume's or a rewind's messages: presence has no seq,
+    // and catch-up may take many windows, each waiting for an ack.
+    this.presence(stream).join(cursor);
+    if (cursor.behind && this.delivery.holds(socket)) this.delivery.catchUp(cursor, now);
+    // A failed send forgets the socket (and it leaves the room's presence).
+    return this.delivery.holds(socket) ? cursor : null;
   }
 
   /**
@@ -334,8 +338,10 @@ export class SocketEngine {
       const socket = new SocketState(ws, attachment);
       this.delivery.join(socket);
       for (const at of places) {
+        if (!this.delivery.holds(socket)) break;
         const cursor = this.delivery.follow(socket, at.stream, at.seq, now, at.as);
-        if (cursor) this.presence(at.stream).restore(cursor);
+        this.presence(at.stream).restore(cursor);
+        if (cursor.behind) this.delivery.catchUp(cursor, now);
       }
       restored.push(socket);
     }

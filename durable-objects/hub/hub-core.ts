@@ -1,4 +1,4 @@
-import { CloseCode, type AuthFrame, type AuthorizedEvent, type ErrorCode, type SubscribeFrame, type UnsubscribeFrame } from "../../protocol";
+import { CloseCode, isValidRoomName, MAX_ECHOED_ROOM_LENGTH, type AuthFrame, type AuthorizedEvent, type ErrorCode, type SubscribeFrame, type UnsubscribeFrame } from "../../protocol";
 import { isPrivatePusherRoom } from "../../protocol/pusher";
 import { grantsFromHeaders } from "../../common/edge-requests";
 import { accessSettings } from "../../common/settings";
@@ -71,11 +71,13 @@ export class HubCore extends HubBase implements MultiplexFrames {
     const { room } = frame;
     const refuse = (code: ErrorCode, message: string): void => {
       this.counters.refused(`subscribe_${code}`);
-      this.engine.delivery.sendControl(socket, JSON.stringify({ type: "error", room, code, message, ...(frame.id === undefined ? {} : { id: frame.id }) }));
+      const named = room.length <= MAX_ECHOED_ROOM_LENGTH ? { room } : {};
+      this.engine.delivery.sendControl(socket, JSON.stringify({ type: "error", ...named, code, message, ...(frame.id === undefined ? {} : { id: frame.id }) }));
     };
     let budget = this.#subscribeBudgets.get(socket);
     if (!budget) this.#subscribeBudgets.set(socket, (budget = new TokenBucket()));
     if (!budget.take(Date.now(), this.#subscribeRate)) return refuse("rate_limited", `over ${this.#subscribeRate.perSecond} subscribes per second`);
+    if (!isValidRoomName(room)) return refuse("bad_room", "not a room name: 1-64 letters, digits and . _ : ~ -, starting with a letter or digit");
     const attachment = socket.attachment as HubAttachment;
     // Open mode opens every room but those of channels Pusher keeps private.
     if (attachment.grants === null ? isPrivatePusherRoom(room) : accessTo(attachment.grants, room) === null) {

@@ -468,6 +468,8 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   }
 
   membersReported(index: number, members: readonly LeafMember[], full: boolean): void {
+    // The report's sockets are counted already: the room is occupied before its members join (webhooks say it in that order).
+    this.#webhooks?.connections(this.#connections());
     if (full) this.#members.replaceLeaf(index, members);
     else this.#members.setLeaf(index, members);
   }

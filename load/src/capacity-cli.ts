@@ -28,6 +28,7 @@ import { cloudflarePerMillion, hostedEstimate, referenceEstimate, vpsPerMillion 
 import { CLOUDFLARE_PRICING } from "./capacity/pricing";
 import { formatWithUncertainty } from "./report/metrics";
 import { costTable, perMillionTable, resourceTable, sourcesList } from "./capacity/render";
+import { verdict } from "./capacity/verdict";
 import { shardedFanout, type ShardCosts, type ShardShape, type ShardedFanout } from "./capacity/sharded";
 import { shardCostsFrom } from "./capacity/sharded-inputs";
 import { shardedGrid, shardedSection } from "./capacity/sharded-render";
@@ -105,7 +106,9 @@ History rules (docs/history.md); printed with --rule-rooms:
   --key-bytes B          idempotency key bytes per message (default 0: no keys)
   --dedupe-seconds S     PUBLISH_DEDUPE_SECONDS (default ${DEFAULTS.PUBLISH_DEDUPE_SECONDS})
 
-  --json                 machine-readable output
+  --details              after the verdict, everything behind it: the inputs and their sources, every
+                         resource, the bill line by line, fixed-price servers, list prices, price sources
+  --json                 machine-readable output (everything)
 `;
 
 function ownDescriptorLimit(): number {
@@ -174,6 +177,7 @@ function main(): number {
       "key-bytes": { type: "string" },
       "dedupe-seconds": { type: "string" },
       json: { type: "boolean" },
+      details: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -392,7 +396,13 @@ function main(): number {
     return 0;
   }
 
-  const out: string[] = [];
+  // The answer first, in a few lines; the tables behind it only when asked for.
+  const answer = verdict({ workload, cloudflare, cost, selfHosted, hostName: host.name, vps: vpsOurs });
+  if (!values.details) {
+    process.stdout.write(`${[...answer, "", "Details (inputs and sources, every resource, the bill line by line, list prices): add --details"].join("\n")}\n`);
+    return 0;
+  }
+  const out: string[] = [...answer, ""];
   const acks = acksPerConnection(workload, rows.value, assumptions.ack);
   out.push(
     `Workload: ${fmt(workload.connections)} connections, ${workload.messagesPerConnection} msg/s each, rooms of ${fmt(workload.roomSize)}, ${workload.payloadBytes} B payload, publishes via ${workload.publishVia}`,

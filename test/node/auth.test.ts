@@ -326,10 +326,15 @@ describe("refusal logs", () => {
 });
 
 describe("open mode (no secrets configured)", () => {
-  it("says so loudly when it starts", async () => {
+  it("says so loudly when it starts, once: one log line with the warning and what is open", async () => {
     expect(await outputContains(open, "ACCESS CONTROL IS OFF")).toBe(true);
-    expect(open.output()).toContain("PUBLISH_KEY is not set");
-    expect(open.output()).toContain("TOKEN_SECRET is not set");
+    const lines = open.output().split("\n").filter((line) => line.includes("is not set: anyone can"));
+    expect(lines).toHaveLength(1);
+    expect(JSON.parse(lines[0]!)).toEqual({
+      event: "open_mode",
+      warning: expect.stringContaining("!!! ACCESS CONTROL IS OFF !!!"),
+      gaps: [expect.stringMatching(/^PUBLISH_KEY is not set: /), expect.stringMatching(/^TOKEN_SECRET is not set: /)],
+    });
   });
 
   it("publishes without a key, opens sockets without a token, and lets them publish", async () => {

@@ -137,6 +137,8 @@ describe("demo page with tokens, in headless Chromium", () => {
     // The room's presence arrived: nobody who is a member (the token has no sub).
     expect(await page.getAttribute("#presence", "data-available")).toBe("true");
     expect(await page.$$eval("#members li", (items) => items.length)).toBe(0);
+    // Its icon is in the page: a browser asks for no /favicon.ico, which would be a 404.
+    expect(await page.$$eval('link[rel~="icon"]', (links) => links.map((l) => (l as HTMLLinkElement).href.slice(0, 5)))).toEqual(["data:"]);
     expect(pageErrors).toEqual([]);
     await page.close();
   });

@@ -44,8 +44,26 @@ describe("npm run capacity", () => {
     expect(json.multiplexed.designs.map((d) => d.design)).toEqual(["hubs", "object per connection", "Worker-held socket", "single-room sockets"]);
   });
 
-  it("still answers the many-rooms question when no sharded room is asked about", () => {
+  it("leads with the verdict in a few short lines, and gives everything behind it with --details", () => {
     const text = capacity("--connections", "10000", "--room-size", "100");
+    const lines = text.trimEnd().split("\n");
+    expect(lines.length).toBeLessThanOrEqual(8);
+    for (const line of lines) expect(line.length, line).toBeLessThanOrEqual(110);
+    expect(lines[0]).toBe("10,000 connections in 100 rooms of 100, 0.1 msg/s each: 100,000 deliveries/s");
+    expect(text).toMatch(/^Cloudflare: fits; most used: .+, [\d.]+% \(it allows up to [\d,]+ sockets per room\)$/m);
+    expect(text).toMatch(/^ {2}\$[\d,.]+\/month, \$[\d.]+ per million delivered; largest item: SQLite rows written/m);
+    expect(text).toMatch(/^Self-hosted on this machine: (fits|does NOT fit)/m);
+    expect(text).toMatch(/^Fixed-price servers \(\$6\/month each\): \d+, \$[\d,.]+\/month with transfer/m);
+    expect(text.trimEnd()).toMatch(/add --details$/);
+    expect(text).not.toContain("Monthly cost on Cloudflare");
+    const details = capacity("--connections", "10000", "--room-size", "100", "--details");
+    expect(details.startsWith(lines.slice(0, 5).join("\n"))).toBe(true);
+    expect(details).toContain("Monthly cost on Cloudflare");
+    expect(details).toContain("Cloudflare prices used:");
+  });
+
+  it("still answers the many-rooms question when no sharded room is asked about", () => {
+    const text = capacity("--connections", "10000", "--room-size", "100", "--details");
     expect(text).toContain("Monthly cost on Cloudflare");
     expect(text).not.toContain("Sharded room on Cloudflare");
   });

@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import { lookup } from "node:dns/promises";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { managedServers } from "../helpers/servers";
@@ -18,10 +19,10 @@ interface SuiteRow {
   evidence: string;
 }
 
-/** Runs `npm run conformance` as a user would, with --json, and returns its exit code and rows. */
-function runSuite(url: string, extra: string[] = []): Promise<{ code: number | null; rows: SuiteRow[]; ms: number; stderr: string }> {
+/** Runs `npm run conformance` as a user would, with the service's keys and --json unless told otherwise, and returns its exit code and rows. */
+function runSuite(url: string, extra: string[] = [], { keys = true, json = true } = {}): Promise<{ code: number | null; rows: SuiteRow[]; ms: number; stderr: string; stdout: string }> {
   const started = Date.now();
-  const args = ["run", "-s", "conformance", "--", "--url", url, "--publish-key", PUBLISH_KEY, "--token-secret", TOKEN_SECRET, "--json", ...extra];
+  const args = ["run", "-s", "conformance", "--", "--url", url, ...(keys ? ["--publish-key", PUBLISH_KEY, "--token-secret", TOKEN_SECRET] : []), ...(json ? ["--json"] : []), ...extra];
   const child = spawn("npm", args, { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
   let stdout = "";
   let stderr = "";
@@ -35,7 +36,7 @@ function runSuite(url: string, extra: string[] = []): Promise<{ code: number | n
       } catch {
         // Left empty: the assertions below say what was printed.
       }
-      resolve({ code, rows, ms: Date.now() - started, stderr: `${stderr}\n${stdout.slice(0, 2000)}` });
+      resolve({ code, rows, ms: Date.now() - started, stderr: `${stderr}\n${stdout.slice(0, 2000)}`, stdout });
     });
   });
 }
@@ -81,9 +82,38 @@ describe("npm run conformance", () => {
     }
   }, 120_000);
 
+  it("skips what needs keys against a service with access control when given none, says so, and exits 0 when nothing failed", async () => {
+    const run = await runSuite(server.url, [], { keys: false, json: false });
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stderr).toMatch(/sockets: tokens required, no --token-secret; publish key: required, no --publish-key; window and message limit unknown/);
+    expect(run.stderr).toMatch(/the service has access control: \d+ of the \d+ checks need --token-secret or --publish-key and are skipped/);
+    expect(run.stderr).not.toMatch(/window 0 B/);
+    expect(run.stdout).toMatch(/ 0 failed, [1-9]\d* skipped/);
+    // The refusals of a missing key need no key to check.
+    expect(run.stdout).toMatch(/G11\.publish-key\s+PASS/);
+    expect(run.stdout).toMatch(/G11\.bad-bodies\s+SKIP\s+the service requires a publish key: pass --publish-key/);
+    expect(run.stdout).toMatch(/G1\.concurrent-publishers\s+SKIP\s+the service requires subscribe tokens and a publish key: pass --token-secret and --publish-key/);
+  }, 60_000);
+
   it("refuses a URL that is not a loopback address unless --allow-remote", async () => {
-    const run = await runSuite("https://fanout.example.com");
+    const run = await runSuite("https://192.0.2.1");
     expect(run.code).toBe(2);
-    expect(run.stderr).toMatch(/not a loopback address.*--allow-remote/);
+    expect(run.stderr).toMatch(/192\.0\.2\.1 is not a loopback address.*--allow-remote/);
   }, 30_000);
+
+  it("judges a name by the addresses it resolves to: a *.localhost name this machine does not resolve is refused, localhost is taken", async () => {
+    const name = "conformance-check.localhost";
+    const resolved = await lookup(name, { all: true }).then((all) => all.map((a) => a.address), () => []);
+    const run = await runSuite(`http://${name}:${server.port}`, ["--only", "G11.bad-room"]);
+    if (resolved.length > 0 && resolved.every((a) => a.startsWith("127.") || a === "::1")) {
+      // This machine resolves *.localhost itself (systemd's myhostname): then it is loopback.
+      expect(run.code, run.stderr).toBe(0);
+    } else {
+      expect(run.code).toBe(2);
+      expect(run.stderr).toMatch(/conformance-check\.localhost does not resolve .*--allow-remote/);
+    }
+    const local = await runSuite(`http://localhost:${server.port}`, ["--only", "G11.bad-room"]);
+    expect(local.code, local.stderr).toBe(0);
+    expect(local.rows.map((row) => row.result)).toEqual(["pass"]);
+  }, 60_000);
 });

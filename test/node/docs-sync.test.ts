@@ -208,6 +208,46 @@ describe("wrangler.toml", () => {
   });
 });
 
+describe("docs/deploy.md", () => {
+  it("lists every Durable Object binding of wrangler.toml with its class and the migration that creates it", async () => {
+    const { stdout } = await run(process.execPath, [`${repo}local-server/read-config.mjs`, `${repo}wrangler.toml`], { timeout: 60_000 });
+    const config = JSON.parse(stdout) as { durable_objects: { bindings: { name: string; class_name: string }[] }; migrations: { tag: string; new_sqlite_classes?: string[] }[] };
+    const createdBy = new Map(config.migrations.flatMap((m) => (m.new_sqlite_classes ?? []).map((name) => [name, m.tag] as const)));
+    const expected = config.durable_objects.bindings.map((b) => ({ binding: b.name, class: b.class_name, migration: createdBy.get(b.class_name) ?? "none" }));
+    const rows = tableUnder(read("docs/deploy.md"), "## What a deploy creates").map((row) => ({
+      binding: row.binding!.replaceAll("`", ""),
+      class: row.class!.replaceAll("`", ""),
+      migration: row.migration!.replaceAll("`", ""),
+    }));
+    expect(rows).toEqual(expected);
+    const counts = read("docs/deploy.md").match(/- (\w+) Durable Object namespaces, one per binding, each class created by one of the (\w+)/);
+    const words = ["zero", "one", "two", "three", "four", "five", "six"];
+    expect([counts?.[1]?.toLowerCase(), counts?.[2]]).toEqual([words[expected.length], words[config.migrations.length]]);
+  });
+});
+
+describe("secrets in the docs' commands", () => {
+  it("never pass a secret with --var (npm prints the command line, ps shows it)", () => {
+    const pattern = new RegExp(`--var[ =](${SECRETS.join("|")})=`, "g");
+    const files = ["README.md", ...readdirSync(`${repo}docs`).filter((f) => f.endsWith(".md")).map((f) => `docs/${f}`), "examples/webhook-receiver/receiver.mjs", "client-sdk/README.md", "load/README.md"];
+    const found = files.flatMap((file) => [...read(file).matchAll(pattern)].map((m) => `${file}: ${m[0]}`));
+    // security.md quotes npm's banner to show why not.
+    expect(found).toEqual(["docs/security.md: --var PUBLISH_KEY="]);
+  });
+});
+
+describe("npm pack", () => {
+  it("writes tarballs git ignores, where the READMEs say it does: a pack leaves the checkout clean", async () => {
+    const tarballs = [
+      ...[...read("README.md").matchAll(/`npm pack` builds `([\w.-]+\.tgz)`/g)].map((m) => m[1]!),
+      ...[...read("client-sdk/README.md").matchAll(/cd client-sdk && npm pack\s+# writes ([\w.-]+\.tgz)/g)].map((m) => `client-sdk/${m[1]!}`),
+    ];
+    expect(tarballs).toEqual(["edge-fanout-0.1.0.tgz", "client-sdk/edge-fanout-client-0.1.0.tgz"]);
+    const { stdout } = await run("git", ["check-ignore", "--no-index", ...tarballs], { cwd: repo }).catch((error: { stdout?: string }) => ({ stdout: error.stdout ?? "" }));
+    expect(stdout.trim().split("\n")).toEqual(tarballs);
+  });
+});
+
 describe("paths the docs name", () => {
   // Paths that start at one of the repository's folders ("common/settings.ts", "local-server/"),
   // anywhere in the text; generated output (dist/, load/results/) is not in a checkout.

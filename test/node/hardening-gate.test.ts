@@ -4,6 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { CloseCode } from "../../protocol";
 import { startServer, type LocalServer } from "../helpers/server";
+import { TestSocket } from "../helpers/socket";
 
 // The accept gate judges every request on a connection by its complete head:
 // an upgrade is guarded and counted as a socket however its head arrives and
@@ -271,5 +272,35 @@ describe("peers that never close their half", () => {
     expect(await publish(server, "after")).toBe(200);
     ws.terminate();
     for (const p of peers) p.socket.destroy();
+  }, 60_000);
+});
+
+describe("the gate's own counts", () => {
+  /** The levels of every gate report line printed after `from` characters of output. */
+  const levelsAfter = (server: LocalServer, from: number) =>
+    server
+      .output()
+      .slice(from)
+      .split("\n")
+      .filter((line) => line.startsWith('{"event":"gate"'))
+      .map((line) => JSON.parse(line) as { relayed: number; sockets: number; pending: number });
+
+  it("are back to zero once slow readers closed with 4008 are let go: a kick lets nobody past a limit", async () => {
+    // A kicked reader's client ends its side; workerd keeps its own open for
+    // seconds, so the gate lets the connection go after its linger (10 s).
+    const server = await serve({ gate: "on", vars: { WINDOW_BYTES: "4096", SLOW_GRACE_MS: "1000" } });
+    const room = "kicked";
+    const readers = await Promise.all([1, 2, 3].map(() => TestSocket.open(`${server.wsUrl}/rooms/${room}/ws`, { autoAck: false })));
+    for (let i = 0; i < 20; i++) {
+      const res = await fetch(`${server.url}/rooms/${room}/publish`, { method: "POST", body: "x".repeat(1000) });
+      await res.arrayBuffer();
+    }
+    for (const reader of readers) expect((await reader.closed).code).toBe(CloseCode.SLOW_CONSUMER);
+    const from = server.output().length;
+    const settled = () => levelsAfter(server, from).some((l) => l.relayed === 0 && l.sockets === 0 && l.pending === 0);
+    expect(await until(settled, 25_000)).toBe(true);
+    for (const line of levelsAfter(server, from)) {
+      expect(Math.min(line.relayed, line.sockets, line.pending)).toBeGreaterThanOrEqual(0);
+    }
   }, 60_000);
 });

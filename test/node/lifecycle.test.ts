@@ -1,8 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { CloseCode, type WelcomeEvent } from "../../protocol";
+import { MuxSocket } from "../helpers/multiplex";
 import { managedServers } from "../helpers/servers";
 import { expectSeqs, publish, refusedUpgrade, roomStats, TestSocket } from "../helpers/socket";
-import { sleep } from "../helpers/wait";
+import { eventually, sleep } from "../helpers/wait";
 
 const serve = managedServers();
 
@@ -68,6 +69,27 @@ describe("restart and shutdown", () => {
     expect(after.deliveries).toBe(15 + 4);
     expect(after.published).toBe(9);
     resumed.close();
+  });
+
+  it("says how many sockets it closed and in how many rooms, counting only rooms that still held some", async () => {
+    const server = await serve();
+    // Two rooms that had sockets and have none left, one that holds two, and a multiplexed connection.
+    for (const room of ["gone-1", "gone-2"]) (await TestSocket.open(`${server.wsUrl}/rooms/${room}/ws`)).close();
+    const held = await Promise.all([1, 2].map(() => TestSocket.open(`${server.wsUrl}/rooms/held/ws`)));
+    const mux = await MuxSocket.open(`${server.wsUrl}/ws`);
+    await mux.waitFor((s) => s.events.length > 0);
+    await eventually(async () => (await roomStats(server.url, "gone-2")).connections === 0, { everyMs: 100, what: "the closed sockets gone" });
+    await server.stop("SIGTERM");
+    for (const s of held) expect((await s.closed).code).toBe(CloseCode.SERVICE_RESTART);
+    expect(server.output()).toContain("closed 3 sockets in 1 room and 1 hub of multiplexed connections\n");
+  });
+
+  it("says no socket was open when none was", async () => {
+    const server = await serve();
+    (await TestSocket.open(`${server.wsUrl}/rooms/once/ws`)).close();
+    await eventually(async () => (await roomStats(server.url, "once")).connections === 0, { everyMs: 100, what: "the socket gone" });
+    await server.stop("SIGTERM");
+    expect(server.output()).toContain("no socket was open\n");
   });
 
   it("closes sockets with 1012 on SIGINT too", async () => {

@@ -3,6 +3,7 @@ import { CloseCode } from "../../protocol";
 import { MuxSocket } from "../helpers/multiplex";
 import { startServer, type LocalServer } from "../helpers/server";
 import { publish, roomStats } from "../helpers/socket";
+import { eventually } from "../helpers/wait";
 
 /**
  * The multiplexed connection under faults: a reader that stalls on several
@@ -59,6 +60,12 @@ describe("a stalled multiplexed reader", () => {
     await subscribed(slow, rooms);
     for (let i = 1; i <= 40; i++) for (const room of rooms) await publish(server.url, room, payload(i));
     expect((await slow.closed).code).toBe(CloseCode.SLOW_CONSUMER);
+    // One kick, counted for the room it stalled in, as for a room's own socket, and once in /metrics.
+    const kicks = async () => (await Promise.all(rooms.map((room) => roomStats(server.url, room)))).map((s) => s.kicks);
+    await eventually(async () => (await kicks()).reduce((a, b) => a + b, 0) === 1, { timeoutMs: 10_000, everyMs: 250, what: "the kick in a room's stats" });
+    const metricKicks = async () => Number(/^fanout_kicks_total (\d+)$/m.exec(await (await fetch(`${server.url}/metrics`)).text())?.[1]);
+    await eventually(async () => (await metricKicks()) >= 1, { timeoutMs: 20_000, everyMs: 250, what: "the kick in /metrics" });
+    expect(await metricKicks()).toBe(1);
     const again = await MuxSocket.open(wsUrl());
     slow.resumeAll(again);
     for (const room of rooms) await again.waitForMessages(room, 40 - (slow.readSeq.get(room) ?? 0), 15_000);

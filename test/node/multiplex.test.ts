@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ConnectionWelcomeEvent } from "../../protocol";
+import { CloseCode, MAX_ECHOED_ROOM_LENGTH, type ConnectionWelcomeEvent } from "../../protocol";
 import { MuxSocket } from "../helpers/multiplex";
 import { startServer, type LocalServer } from "../helpers/server";
 import { publish, roomStats, TestSocket } from "../helpers/socket";
@@ -52,6 +52,29 @@ describe("a multiplexed connection", () => {
     await mux.waitForMessages("mx-c2", 1);
     expect(mux.closeInfo).toBeNull();
     mux.close();
+  });
+
+  it("refuses a subscribe to a string that is not a room name for that room, and keeps the connection", async () => {
+    const mux = await MuxSocket.open(wsUrl());
+    const long = "x".repeat(MAX_ECHOED_ROOM_LENGTH + 1);
+    mux.send({ type: "subscribe", room: "no spaces!", id: "s1" });
+    mux.send({ type: "subscribe", room: "", id: "s2" });
+    mux.send({ type: "subscribe", room: long, id: "s3" });
+    mux.subscribe("mx-after-bad");
+    await mux.waitFor((s) => s.of("error").length === 3 && s.of("subscribed").length === 1, 10_000, "three refused, one subscribed");
+    expect(mux.of("error")).toEqual([
+      expect.objectContaining({ room: "no spaces!", code: "bad_room", id: "s1" }),
+      expect.objectContaining({ room: "", code: "bad_room", id: "s2" }),
+      expect.objectContaining({ code: "bad_room", id: "s3" }),
+    ]);
+    // A name too long to be one is not repeated back.
+    expect(mux.of("error")[2]).not.toHaveProperty("room");
+    await publish(server.url, "mx-after-bad", "still here");
+    await mux.waitForMessages("mx-after-bad", 1);
+    expect(mux.closeInfo).toBeNull();
+    // A room that is not a string is no subscribe at all: not protocol, 4000.
+    mux.send({ type: "subscribe", room: 7 });
+    expect((await mux.closed).code).toBe(CloseCode.BAD_FRAME);
   });
 
   it("publishes into a subscribed room, refuses one it does not follow, and unsubscribes", async () => {

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import type { PresenceEvent, PresenceMember } from "../../protocol";
+import { MuxSocket } from "../helpers/multiplex";
 import { startServer, type LocalServer } from "../helpers/server";
 import { publish, refusedUpgrade, roomStats, TestSocket } from "../helpers/socket";
 import { sleep } from "../helpers/wait";
@@ -79,6 +80,24 @@ describe("presence events", () => {
     expect(stats.seq).toBe(1);
     expect(stats.members).toBe(1);
     alice.close();
+  });
+
+  it("gives a resuming socket, a rewinding one and a resuming subscription the picture before the messages they catch up", async () => {
+    const room = "presence-before-catch-up";
+    for (let i = 1; i <= 5; i++) await publish(server.url, room, { i });
+    const kinds = (events: { type: string; action?: string; seq?: number }[]) =>
+      events.filter((e) => e.type !== "subscribed").map((e) => (e.type === "message" ? `message:${e.seq}` : e.type === "presence" ? `presence:${e.action}` : e.type));
+    const resumed = await TestSocket.open(`${memberUrl(room, "rita")}&since=2`);
+    await resumed.waitForMessages(3);
+    expect(kinds(resumed.events)).toEqual(["welcome", "presence:sync", "message:3", "message:4", "message:5"]);
+    const rewound = await TestSocket.open(`${memberUrl(room, "wanda")}&rewind=2`);
+    await rewound.waitForMessages(2);
+    expect(kinds(rewound.events).slice(0, 4)).toEqual(["welcome", "presence:sync", "message:4", "message:5"]);
+    const mux = await MuxSocket.open(`${server.wsUrl}/ws?member=max`);
+    mux.subscribe(room, { since: 1 });
+    await mux.waitForMessages(room, 4);
+    expect(kinds(mux.events).slice(0, 6)).toEqual(["welcome", "presence:sync", "message:2", "message:3", "message:4", "message:5"]);
+    for (const s of [resumed, rewound, mux]) s.close();
   });
 
   it("counts a member's tabs as one member, and a tab closing is not a leave", async () => {

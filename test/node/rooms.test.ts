@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CloseCode, type LostEvent, type WelcomeEvent } from "../../protocol";
+import { MuxSocket } from "../helpers/multiplex";
 import { startServer, type LocalServer } from "../helpers/server";
 import { expectSeqs, publish, refusedUpgrade, roomStats, TestSocket } from "../helpers/socket";
 
@@ -107,6 +108,25 @@ describe("resume", () => {
     await s.waitFor((x) => x.events.some((e) => e.type === "lost"));
     expect(s.events.find((e) => e.type === "lost")).toMatchObject({ reason: "epoch", from: 1, to: 1 });
     s.close();
+  });
+
+  it("reports a lost epoch to a room with no message yet as the empty range 1..0: the next message is 1", async () => {
+    const room = "resume-epoch-empty";
+    const s = await TestSocket.open(`${server.wsUrl}/rooms/${room}/ws?since=38&epoch=not-this-one`);
+    const mux = await MuxSocket.open(`${server.wsUrl}/ws`);
+    mux.subscribe(room, { since: 38, epoch: "not-this-one" });
+    await s.waitFor((x) => x.events.some((e) => e.type === "lost"));
+    await mux.waitFor((x) => x.of("lost", room).length === 1);
+    // Nothing of the new history is missing (to - from + 1 = 0), but the client's seqs are of a history that is gone.
+    expect(s.events.find((e) => e.type === "lost")).toEqual({ type: "lost", reason: "epoch", from: 1, to: 0 });
+    expect(mux.of("lost", room)).toEqual([{ type: "lost", room, reason: "epoch", from: 1, to: 0 }]);
+    await publish(server.url, room, "first");
+    await s.waitForMessages(1);
+    await mux.waitForMessages(room, 1);
+    expect(s.messages.map((m) => m.seq)).toEqual([1]);
+    expect(mux.messages(room).map((m) => m.seq)).toEqual([1]);
+    s.close();
+    mux.close();
   });
 });
 

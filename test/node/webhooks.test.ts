@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RoomStats, WebhookEvent } from "../../protocol";
+import { MuxSocket } from "../helpers/multiplex";
 import { startServer, type LocalServer } from "../helpers/server";
 import { publish, roomStats, TestSocket } from "../helpers/socket";
 import { WebhookReceiver } from "../helpers/webhook-receiver";
@@ -99,6 +100,16 @@ describe("webhooks of rooms", () => {
     const after = await stats(room);
     expect(after.webhooks).toMatchObject({ pending: 0, failures: 0, members: 0, occupied: false, deadLetters: 0 });
     expect(after.webhookDelivered).toBe(6);
+  });
+
+  it("tells a room followed over a multiplexed connection in the same order as over a room's socket: occupied, then the join", async () => {
+    const room = "life-mux";
+    const mux = await MuxSocket.open(`${server.wsUrl}/ws?member=max`);
+    mux.subscribe(room);
+    await receiver.waitFor((r) => r.summary(room).length >= 2, 10_000, "the occupied room and the join");
+    mux.close();
+    await receiver.waitFor((r) => r.summary(room).includes("room.vacated"), 15_000, "the vacated room");
+    expect(receiver.summary(room)).toEqual(["room.occupied", "member.joined:max", "member.left:max", "room.vacated"]);
   });
 
   it("sends message.published only for rooms whose name starts with WEBHOOK_MESSAGE_PREFIX, with the seq, epoch and data", async () => {
@@ -277,6 +288,25 @@ describe("webhook settings", () => {
       const socket = await TestSocket.open(`${server.wsUrl}/rooms/unsigned/ws`);
       await until(async () => receiver.requests.length, (n) => n > 0, "a request");
       expect(receiver.requests[0]).toMatchObject({ verified: false, events: [expect.objectContaining({ type: "room.occupied" })] });
+      socket.close();
+    } finally {
+      await server.stop("SIGKILL");
+      await receiver.stop();
+    }
+  });
+
+  it("refuses a WEBHOOK_URL with credentials: bad_config, nothing recorded, the password never printed", async () => {
+    const receiver = await WebhookReceiver.start(SECRET);
+    const withCredentials = receiver.url.replace("http://", "http://hookuser:hunter2-pw@");
+    const server = await startServer({ vars: { WEBHOOK_URL: withCredentials, WEBHOOK_SECRET: SECRET } });
+    try {
+      const socket = await TestSocket.open(`${server.wsUrl}/rooms/credentials/ws?member=ada`);
+      const stats = await roomStats(server.url, "credentials");
+      expect(stats.webhooks).toBeUndefined();
+      expect(server.output()).toMatch(/"event":"bad_config","var":"WEBHOOK_URL","problem":"holds credentials/);
+      expect(server.output()).not.toContain("hunter2-pw");
+      await sleep(1000);
+      expect(receiver.requests).toEqual([]);
       socket.close();
     } finally {
       await server.stop("SIGKILL");

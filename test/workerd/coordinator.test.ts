@@ -42,6 +42,8 @@ describe("request parsing", () => {
     const parsed = parseBroadcastBody(JSON.stringify({ data: { a: [1, "two"] }, rooms: ["x", "y", "x"] }), config);
     expect(parsed).toEqual({ ok: true, value: { target: { kind: "rooms", rooms: ["x", "y"] }, dataJson: '{"a":[1,"two"]}' } });
     expect(parseBroadcastBody('{"data":null}', config)).toEqual({ ok: true, value: { target: { kind: "prefix", prefix: "" }, dataJson: "null" } });
+    // An empty prefix is every live room, as no prefix is (coordinator.md): every name starts with it.
+    expect(parseBroadcastBody('{"data":null,"prefix":""}', config)).toEqual(parseBroadcastBody('{"data":null}', config));
   });
 
   it("bounds a prefix range by incrementing its last character", () => {

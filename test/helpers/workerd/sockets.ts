@@ -154,7 +154,6 @@ export class DeliveryRig {
     const { socket, peer } = socketPair(attachment);
     this.delivery.join(socket);
     const cursor = this.delivery.follow(socket, this.stream, this.stream.flushedSeq, Date.now());
-    if (!cursor) throw new Error("the socket did not survive joining");
     return { socket, cursor, peer };
   }
 
@@ -175,10 +174,16 @@ export class DeliveryRig {
 
   /** Publishes one message of `data` live: stored in the source, then fanned out as one frame. Returns it. */
   publish(data: unknown): { message: Message; frame: Frame; sentTo: number } {
-    const message = messageEvent(this.source.seq + 1, JSON.stringify(data), Date.now(), this.#tags.next());
-    this.source.messages.push(message);
-    const { frame } = cutFrame([runOf(message)], 0, this.#batch);
+    const { messages, frame, sentTo } = this.publishTogether([data]);
+    return { message: messages[0] as Message, frame, sentTo };
+  }
+
+  /** Publishes a message of each of `data` live in one frame, as a flush that coalesced them does. */
+  publishTogether(data: readonly unknown[]): { messages: Message[]; frame: Frame; sentTo: number } {
+    const messages = data.map((each, i) => messageEvent(this.source.seq + 1 + i, JSON.stringify(each), Date.now(), this.#tags.next()));
+    this.source.messages.push(...messages);
+    const { frame } = cutFrame(messages.map(runOf), 0, this.#batch);
     const sentTo = this.delivery.fanOut(this.stream, frame, 0, Date.now());
-    return { message, frame, sentTo };
+    return { messages, frame, sentTo };
   }
 }
