@@ -77,7 +77,9 @@ function header(checks: readonly Check[], options: SuiteOptions, facts: ServiceF
   const key = facts.publishKeyRequired ? (options.publishKey ? "required, given" : "required, no --publish-key") : "none";
   const limits = facts.window === null || facts.maxMessageBytes === null ? "window and message limit unknown (no socket opened)" : `window ${facts.window} B, messages up to ${facts.maxMessageBytes} B`;
   const lines = [`conformance: ${count} checks against ${options.url} (sockets: ${sockets}; publish key: ${key}; ${limits})`];
-  const skipped = checks.filter((check) => missingCredentials(check, { facts, service }).length > 0).length;
+  const skipped = checks.filter((check) => missingCredentials(check, { facts, service }).filter((m) => m !== "--pusher-key").length > 0).length;
+  const pusherSkipped = options.pusher ? 0 : checks.filter((check) => check.needsPusher).length;
+  if (pusherSkipped > 0) lines.push(`conformance: ${pusherSkipped} checks of the Pusher front door need --pusher-app-id, --pusher-key and --pusher-secret and are skipped`);
   if (skipped > 0) {
     const pass = [facts.access === "closed" ? "--token-secret" : null, facts.publishKeyRequired && !options.publishKey ? "--publish-key" : null].filter(Boolean).join(" or ");
     lines.push(`conformance: the service has access control: ${skipped} of the ${count} checks need ${pass} and are skipped (a skip is not a failure; pass ${pass.includes(" or ") ? "both" : "it"} to run them)`);
@@ -114,6 +116,7 @@ async function main(): Promise<number> {
     service,
     facts,
     tokenSecret: options.tokenSecret,
+    ...(options.pusher ? { pusher: options.pusher } : {}),
     concurrency: 4,
     onResult: options.json ? undefined : (r) => process.stderr.write(`  ${r.result.padEnd(4)} ${r.id} (${(r.ms / 1000).toFixed(1)} s)\n`),
   });

@@ -19,6 +19,8 @@ export interface SuiteOptions {
   json: boolean;
   /** Run only the checks whose id starts with one of these. */
   only: string[];
+  /** The Pusher app to check the front door with (all three of its options, or none). */
+  pusher?: { appId: string; key: string; secret: string };
 }
 
 export type ParsedOptions = { ok: true; options: SuiteOptions } | { ok: false; message: string; help?: boolean };
@@ -31,6 +33,9 @@ black-box, over HTTP and WebSocket.
   --url <base>            the service, e.g. http://127.0.0.1:8787 (required)
   --publish-key <key>     the service's PUBLISH_KEY (also: CONFORMANCE_PUBLISH_KEY)
   --token-secret <secret> the service's TOKEN_SECRET, to mint subscribe tokens (also: CONFORMANCE_TOKEN_SECRET)
+  --pusher-app-id <id>    the Pusher front door's app (PUSHER_APP_ID; also: CONFORMANCE_PUSHER_APP_ID),
+  --pusher-key <key>        its key (PUSHER_APP_KEY; also: CONFORMANCE_PUSHER_KEY)
+  --pusher-secret <secret>  and its secret (PUSHER_APP_SECRET; also: CONFORMANCE_PUSHER_SECRET): the G14 checks
   --allow-remote          allow a URL whose name does not resolve to a loopback address only
   --only <id>[,<id>]      run only checks whose id starts with one of these
   --json                  print the results as JSON
@@ -43,6 +48,9 @@ export function parseOptions(argv: readonly string[], env: Record<string, string
   let url: string | undefined;
   let publishKey = env.CONFORMANCE_PUBLISH_KEY || undefined;
   let tokenSecret = env.CONFORMANCE_TOKEN_SECRET || undefined;
+  let pusherAppId = env.CONFORMANCE_PUSHER_APP_ID || undefined;
+  let pusherKey = env.CONFORMANCE_PUSHER_KEY || undefined;
+  let pusherSecret = env.CONFORMANCE_PUSHER_SECRET || undefined;
   let allowRemote = false;
   let json = false;
   const only: string[] = [];
@@ -59,6 +67,15 @@ export function parseOptions(argv: readonly string[], env: Record<string, string
         break;
       case "--token-secret":
         tokenSecret = value();
+        break;
+      case "--pusher-app-id":
+        pusherAppId = value();
+        break;
+      case "--pusher-key":
+        pusherKey = value();
+        break;
+      case "--pusher-secret":
+        pusherSecret = value();
         break;
       case "--allow-remote":
         allowRemote = true;
@@ -87,5 +104,8 @@ export function parseOptions(argv: readonly string[], env: Record<string, string
   if (publishKey === "") publishKey = undefined;
   if (tokenSecret === "") tokenSecret = undefined;
   const base = `${parsed.origin}${parsed.pathname.replace(/\/+$/, "")}`;
-  return { ok: true, options: { url: base, publishKey, tokenSecret, allowRemote, json, only } };
+  const pusherGiven = [pusherAppId, pusherKey, pusherSecret].filter((v) => v !== undefined && v !== "").length;
+  if (pusherGiven > 0 && pusherGiven < 3) return { ok: false, message: "--pusher-app-id, --pusher-key and --pusher-secret go together" };
+  const pusher = pusherGiven === 3 ? { appId: pusherAppId as string, key: pusherKey as string, secret: pusherSecret as string } : undefined;
+  return { ok: true, options: { url: base, publishKey, tokenSecret, allowRemote, json, only, ...(pusher ? { pusher } : {}) } };
 }
