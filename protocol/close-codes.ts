@@ -2,8 +2,11 @@
  * Close codes, and the one table that decides what a client does after each:
  * `reconnect: true` means reconnect with backoff and resume with `since`;
  * `false` means stop (the same request would be refused again). A code the
- * table does not know (1005 and 1006, network failures, a code from a newer
- * server) means reconnect: a client never stops for a reason it cannot name.
+ * table does not know is decided by its range, as centrifuge-js decides
+ * (STOP_RANGES): 3500-3999 and 4500-4999 are reasons to stop (a library's,
+ * or a newer server's); everything else (1005 and 1006, network failures,
+ * other standard codes, 3000-3499, 4000-4499) means reconnect: a client never
+ * stops for a transient reason it cannot name.
  */
 
 export const CloseCode = {
@@ -60,13 +63,24 @@ export const CLOSE_CODES: Readonly<Record<CloseCodeValue, CloseCodeInfo>> = {
 };
 
 /**
- * Whether a client should reconnect after a close with `code`. Codes not in the
- * table (1005/1006 abnormal closures, network failures, unknown codes) are
- * treated as transient: reconnect.
+ * The ranges of codes the table does not know that mean stop. New codes this
+ * service adds that mean stop are given from 4500 on, so a client written
+ * before them stops too; those that mean reconnect stay below 4500.
+ */
+export const STOP_RANGES: readonly (readonly [number, number])[] = [
+  [3500, 3999],
+  [4500, 4999],
+];
+
+/**
+ * Whether a client should reconnect after a close with `code`: the table's
+ * word for a code it knows, else the code's range (STOP_RANGES stop, anything
+ * else reconnects: 1005/1006 abnormal closures and network failures among them).
  */
 export function shouldReconnect(code: number): boolean {
   const info = (CLOSE_CODES as Readonly<Record<number, CloseCodeInfo | undefined>>)[code];
-  return info ? info.reconnect : true;
+  if (info) return info.reconnect;
+  return !STOP_RANGES.some(([low, high]) => code >= low && code <= high);
 }
 
 /** A close reason is at most 123 bytes of UTF-8 (RFC 6455 5.5: 125 for the payload, 2 of them the code). */

@@ -342,9 +342,10 @@ describe("deadlines", () => {
 });
 
 describe("close codes", () => {
-  it("stops or reconnects after each close code as the table in protocol/close-codes.ts says, and reconnects after codes it does not know", async () => {
+  it("stops or reconnects after each close code as the table in protocol/close-codes.ts says, and after codes it does not know as their range says", async () => {
     const known = Object.entries(CLOSE_CODES).map(([code, info]) => [Number(code), info.reconnect] as const);
-    for (const [code, reconnect] of [...known, [1005, true], [1006, true], [4999, true]] as const) {
+    const unknown = [[1005, true], [1006, true], [3000, true], [3500, false], [4499, true], [4500, false], [4999, false]] as const;
+    for (const [code, reconnect] of [...known, ...unknown] as const) {
       const c = connect();
       c.welcome();
       c.last().serverClose(code, "why");
