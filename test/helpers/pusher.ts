@@ -99,6 +99,15 @@ export async function connected(client: Pusher, timeoutMs = 10_000): Promise<str
   return client.connection.socket_id;
 }
 
+/**
+ * A webhook receiver's check, by the server SDK's own `webhook(request).isValid()`:
+ * the app's key and secret (or `secret`), and `Content-Type: application/json`.
+ */
+export function pusherWebhookCheck(secret: string = APP.secret): (request: { headers: Record<string, unknown>; rawBody: string }) => boolean {
+  const sdk = new PusherServer({ appId: APP.id, key: APP.key, secret, host: "127.0.0.1" });
+  return (request) => sdk.webhook({ headers: request.headers, rawBody: request.rawBody }).isValid();
+}
+
 /** Every event a channel saw, in order, with its data. */
 export class Recorder {
   readonly events: { event: string; data: unknown }[] = [];
