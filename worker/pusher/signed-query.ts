@@ -3,20 +3,18 @@ import { PUSHER_AUTH_VERSION, PUSHER_LIMITS } from "../../protocol/pusher";
 import { hmacHex, sameText } from "../../common/hmac";
 import type { PusherApp } from "../../common/settings";
 
-/** A request of the HTTP API as it arrived, before anything in it is trusted. */
+/** A request of the HTTP API as it arrived, before anything in it is trusted; its body is read only once the query holds. */
 export interface SignedRequest {
   method: string;
   /** The path from `/apps/` on, as sent (its percent-encoding kept). */
   path: string;
   /** The query string as sent, without its `?`. */
   query: string;
-  /** The raw body (empty for a GET). */
-  body: Uint8Array;
 }
 
-export type SignatureCheck =
-  | { ok: true; params: ReadonlyMap<string, string> }
-  | { ok: false; status: 400 | 401; error: ErrorCode; message: string };
+export type Refusal = { ok: false; status: 400 | 401; error: ErrorCode; message: string };
+
+export type SignatureCheck = { ok: true; params: ReadonlyMap<string, string> } | Refusal;
 
 interface Param {
   key: string;
@@ -24,8 +22,8 @@ interface Param {
   decoded: string;
 }
 
-const unauthorized = (message: string): SignatureCheck => ({ ok: false, status: 401, error: "unauthorized", message });
-const malformed = (message: string): SignatureCheck => ({ ok: false, status: 400, error: "bad_request", message });
+const unauthorized = (message: string): Refusal => ({ ok: false, status: 401, error: "unauthorized", message });
+const malformed = (message: string): Refusal => ({ ok: false, status: 400, error: "bad_request", message });
 
 /** Percent-decoding as a form decodes a query (`+` is a space), or null for a broken escape. */
 function decodeQueryPart(text: string): string | null {
@@ -53,13 +51,14 @@ function signedText(method: string, path: string, params: readonly Param[], valu
 }
 
 /**
- * Checks a request signed as Pusher's server SDKs sign them
+ * Checks the query of a request signed as Pusher's server SDKs sign them
  * (docs/pusher.md#the-http-api): `auth_key` is the app's key,
  * `auth_timestamp` is within PUSHER_LIMITS.maxClockSkewSeconds of the
- * server's clock, `auth_version` is 1.0, `body_md5` is the hex MD5 of a
- * request's body (required when it has one), and `auth_signature` is the hex
+ * server's clock, `auth_version` is 1.0, and `auth_signature` is the hex
  * HMAC-SHA256, keyed with the app's secret, of the method, the path and the
- * sorted parameters.
+ * sorted parameters. `body_md5` is one of those parameters, so the signature
+ * holds or fails before the body is read: an unsigned upload is refused
+ * without reading it. The body is held to `body_md5` next (checkBodyMd5).
  *
  * The values are signed as the SDK wrote them: the Node SDK puts them in the
  * URL without encoding them (`info=user_count,subscription_count`) and signs
@@ -70,7 +69,7 @@ function signedText(method: string, path: string, params: readonly Param[], valu
  * Answers the parameters (keys lower-cased, values decoded) when it holds;
  * 400 for a query that cannot be read, 401 for anything about the signature.
  */
-export async function checkSignedRequest(app: PusherApp, request: SignedRequest, nowMs: number): Promise<SignatureCheck> {
+export async function checkSignedQuery(app: PusherApp, request: SignedRequest, nowMs: number): Promise<SignatureCheck> {
   const params: Param[] = [];
   const seen = new Set<string>();
   for (const part of request.query.split("&")) {
@@ -97,9 +96,6 @@ export async function checkSignedRequest(app: PusherApp, request: SignedRequest,
     return unauthorized(`auth_timestamp is ${Math.round(skew)} s from the server's clock; at most ${PUSHER_LIMITS.maxClockSkewSeconds} s is accepted`);
   }
   if (get("auth_version") !== PUSHER_AUTH_VERSION) return unauthorized(`auth_version must be ${PUSHER_AUTH_VERSION}`);
-  const bodyMd5 = get("body_md5");
-  if (bodyMd5 === undefined && request.body.byteLength > 0) return unauthorized("a request with a body must sign it: body_md5 is missing");
-  if (bodyMd5 !== undefined && !sameText(bodyMd5.toLowerCase(), await md5Hex(request.body))) return unauthorized("body_md5 is not the MD5 of the body");
   const signature = get("auth_signature");
   if (signature === undefined) return unauthorized("auth_signature is missing");
 
@@ -113,4 +109,11 @@ export async function checkSignedRequest(app: PusherApp, request: SignedRequest,
   }
   if (!valid) return unauthorized("auth_signature is not valid: sign METHOD\\npath\\nsorted query with the app's secret");
   return { ok: true, params: new Map(params.map((p) => [p.key, p.decoded])) };
+}
+
+/** Whether the body is the one the signed query names: `body_md5` is its hex MD5, and a body is never unsigned. */
+export async function checkBodyMd5(params: ReadonlyMap<string, string>, body: Uint8Array): Promise<Refusal | null> {
+  const bodyMd5 = params.get("body_md5");
+  if (bodyMd5 === undefined) return body.byteLength > 0 ? unauthorized("a request with a body must sign it: body_md5 is missing") : null;
+  return sameText(bodyMd5.toLowerCase(), await md5Hex(body)) ? null : unauthorized("body_md5 is not the MD5 of the body");
 }
