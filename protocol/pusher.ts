@@ -4,7 +4,8 @@
  * pusher-websocket-swift and -java) connect to `/app/{key}` and Pusher's
  * server SDKs call `/apps/{id}/...`. This module is its one source of truth:
  * frames both ways, close codes and what each makes a client do, channel
- * names and the room each maps to, and the limits Pusher documents. The
+ * names and the room each maps to, the limits Pusher documents, the HTTP
+ * API's bodies and the webhooks in Pusher's format. The
  * worker, the objects that hold Pusher connections, the load tool and the
  * tests import it; it imports nothing but the room-name rules.
  *
