@@ -258,3 +258,16 @@ describe("the Pusher HTTP API", () => {
     expect(((await orders.json()) as RoomStats).seq).toBe(1);
   });
 });
+
+describe("the Pusher HTTP API with the front door off", () => {
+  it("answers 404 and says which vars are missing", async () => {
+    const off = await startServer();
+    try {
+      const answer = await fetch(`${off.url}/apps/${APP.id}/channels`);
+      expect(answer.status).toBe(404);
+      expect(await answer.json()).toEqual({ error: "not_found", message: "the Pusher HTTP API is off: PUSHER_APP_ID, PUSHER_APP_KEY and PUSHER_APP_SECRET are not set" });
+    } finally {
+      await off.stop("SIGKILL");
+    }
+  });
+});
