@@ -342,8 +342,6 @@ export function isPrivatePusherRoom(room: string): boolean {
 export const PUSHER_API_PREFIX = "/apps/";
 /** The only `auth_version` Pusher defines. */
 export const PUSHER_AUTH_VERSION = "1.0";
-/** Query parameters a signed request carries for its signature; `body_md5` only with a body. */
-export const PUSHER_AUTH_PARAMS = ["auth_key", "auth_timestamp", "auth_version", "auth_signature", "body_md5"] as const;
 /**
  * Largest request body: ten events of 10 KB of data, each as a JSON string
  * (where a control character takes six bytes for one), and the names of a

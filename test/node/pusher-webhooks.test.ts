@@ -1,6 +1,6 @@
 import type Pusher from "pusher-js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { PusherWebhookEvent } from "../../protocol/pusher";
+import type { PusherWebhookBody, PusherWebhookEvent } from "../../protocol/pusher";
 import { startServer, type LocalServer } from "../helpers/server";
 import { until } from "../helpers/wait";
 import { WebhookReceiver } from "../helpers/webhook-receiver";
@@ -94,7 +94,7 @@ describe("Pusher webhooks", () => {
     for (const request of requests) {
       expect(request.headers["content-type"]).toBe("application/json");
       expect(request.headers["x-pusher-key"]).toBe(APP.key);
-      const body = JSON.parse(request.rawBody) as { time_ms: number; events: unknown[] };
+      const body = JSON.parse(request.rawBody) as PusherWebhookBody;
       expect(Math.abs(body.time_ms - Date.now())).toBeLessThan(60_000);
     }
     // The check can fail: the same requests are not the work of another secret.

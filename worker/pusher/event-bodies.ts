@@ -1,5 +1,5 @@
 import type { ErrorCode } from "../../protocol";
-import { parsePusherChannel, PUSHER_LIMITS, SOCKET_ID_PATTERN, type PusherChannel } from "../../protocol/pusher";
+import { parsePusherChannel, PUSHER_LIMITS, SOCKET_ID_PATTERN, type PusherBatchBody, type PusherChannel, type PusherTriggerBody } from "../../protocol/pusher";
 import { utf8Length } from "../../common/utf8";
 import { parseAttributes, type EventAttribute } from "./channel-attributes";
 
@@ -18,6 +18,9 @@ export interface EventRequest {
 export type Parsed<T> = { ok: true; value: T } | { ok: false; status: 400 | 403 | 413; error: ErrorCode; message: string };
 
 const refuse = (status: 400 | 403 | 413, error: ErrorCode, message: string): Parsed<never> => ({ ok: false, status, error, message });
+
+/** A body's fields as they arrived: named as the protocol names them, nothing about them checked yet. */
+type Unchecked<T> = { [K in keyof T]?: unknown } & Record<string, unknown>;
 
 function objectOf(text: string): Parsed<Record<string, unknown>> {
   let value: unknown;
@@ -38,7 +41,7 @@ function objectOf(text: string): Parsed<Record<string, unknown>> {
  * when `many` (at most 100), `socket_id`, `info`. Fields it does not know are
  * ignored, as Pusher ignores them.
  */
-function parseEvent(event: Record<string, unknown>, many: boolean, maxMessageBytes: number, where: string): Parsed<EventRequest> {
+function parseEvent(event: Unchecked<PusherTriggerBody>, many: boolean, maxMessageBytes: number, where: string): Parsed<EventRequest> {
   const name = event.name;
   if (typeof name !== "string" || name === "") return refuse(400, "bad_request", `${where}name must be a non-empty string`);
   if (name.length > PUSHER_LIMITS.maxEventNameLength) return refuse(400, "bad_request", `${where}name is over ${PUSHER_LIMITS.maxEventNameLength} characters`);
@@ -95,13 +98,13 @@ export function parseTrigger(text: string, maxMessageBytes: number): Parsed<Even
 export function parseBatch(text: string, maxMessageBytes: number): Parsed<EventRequest[]> {
   const body = objectOf(text);
   if (!body.ok) return body;
-  const batch = body.value.batch;
+  const batch = (body.value as Unchecked<PusherBatchBody>).batch;
   if (!Array.isArray(batch) || batch.length === 0) return refuse(400, "bad_request", "batch must be a non-empty array of events");
   if (batch.length > PUSHER_LIMITS.maxBatchEvents) return refuse(413, "too_large", `a batch holds at most ${PUSHER_LIMITS.maxBatchEvents} events; it has ${batch.length}`);
   const events: EventRequest[] = [];
   for (const [i, event] of batch.entries()) {
     if (typeof event !== "object" || event === null || Array.isArray(event)) return refuse(400, "bad_request", `batch[${i}] must be an event object`);
-    const parsed = parseEvent(event as Record<string, unknown>, false, maxMessageBytes, `batch[${i}]: `);
+    const parsed = parseEvent(event as Unchecked<PusherTriggerBody>, false, maxMessageBytes, `batch[${i}]: `);
     if (!parsed.ok) return parsed;
     events.push(parsed.value);
   }
