@@ -11,6 +11,7 @@
  * the browser SDK.
  */
 import { DEFAULT_WEBHOOK_EVENTS, WEBHOOK_EVENT_TYPES, type WebhookEventType } from "../protocol/webhooks.js";
+import { DEFAULT_PUSHER_WEBHOOK_EVENTS, PUSHER_WEBHOOK_EVENTS, type PusherWebhookEventName } from "../protocol/pusher.js";
 import { logEvent } from "./log";
 import { MAX_HISTORY_MESSAGES, parseHistoryRules, type HistoryRule } from "./retention";
 
@@ -200,6 +201,8 @@ export interface PusherApp {
   clientEvents: boolean;
   /** PUSHER_WEBHOOK_URL: where Pusher-format webhooks of the app's channels go; null = none. */
   webhookUrl: string | null;
+  /** PUSHER_WEBHOOK_EVENTS: the Pusher webhook events the channels' rooms record (DEFAULT_PUSHER_WEBHOOK_EVENTS when unset). */
+  webhookEvents: ReadonlySet<PusherWebhookEventName>;
 }
 
 /** The front door is on with its app, or off and why (said at startup and to a client that knocks). */
@@ -216,6 +219,7 @@ export const TEXT_VARS = [
   "PUSHER_APP_KEY",
   "PUSHER_CLIENT_EVENTS",
   "PUSHER_WEBHOOK_URL",
+  "PUSHER_WEBHOOK_EVENTS",
 ] as const;
 /** Secrets: `wrangler secret put`, never vars. */
 export const SECRET_VARS = ["PUBLISH_KEY", "TOKEN_SECRET", "WEBHOOK_SECRET", "PUSHER_APP_SECRET"] as const;
@@ -361,21 +365,28 @@ function parsePusher(env: Record<string, unknown>): PusherSettings {
       secret: secret as string,
       clientEvents: clientEvents !== null && ["1", "true", "on", "yes"].includes(clientEvents.trim().toLowerCase()),
       webhookUrl: webhookUrl(env, "PUSHER_WEBHOOK_URL"),
+      webhookEvents: eventList(env, "PUSHER_WEBHOOK_EVENTS", PUSHER_WEBHOOK_EVENTS, DEFAULT_PUSHER_WEBHOOK_EVENTS),
     },
   };
+}
+
+/** The event names var `name` lists (comma-separated; `defaults` when unset); a name not in `known` is logged and ignored. */
+function eventList<Name extends string>(env: Record<string, unknown>, name: string, known: readonly Name[], defaults: readonly Name[]): ReadonlySet<Name> {
+  const names = new Set<string>(known);
+  const listed = text(env, name);
+  const events = new Set<Name>();
+  for (const event of listed === null ? defaults : listed.split(",").map((n) => n.trim()).filter((n) => n !== "")) {
+    if (names.has(event)) events.add(event as Name);
+    else logEvent("bad_config", { var: name, value: event, problem: "not an event type; ignored", known: [...known] });
+  }
+  return events;
 }
 
 function parseWebhooks(env: Record<string, unknown>): WebhookSettings | null {
   const href = webhookUrl(env, "WEBHOOK_URL");
   if (href === null) return null;
   const url = new URL(href);
-  const known = new Set<string>(WEBHOOK_EVENT_TYPES);
-  const listed = text(env, "WEBHOOK_EVENTS");
-  const events = new Set<WebhookEventType>();
-  for (const name of listed === null ? DEFAULT_WEBHOOK_EVENTS : listed.split(",").map((n) => n.trim()).filter((n) => n !== "")) {
-    if (known.has(name)) events.add(name as WebhookEventType);
-    else logEvent("bad_config", { var: "WEBHOOK_EVENTS", value: name, problem: "not an event type; ignored", known: [...known] });
-  }
+  const events = eventList<WebhookEventType>(env, "WEBHOOK_EVENTS", WEBHOOK_EVENT_TYPES, DEFAULT_WEBHOOK_EVENTS);
   const prefix = env.WEBHOOK_MESSAGE_PREFIX;
   return { url: url.href, events, messagePrefix: typeof prefix === "string" && prefix !== "" ? prefix : null };
 }

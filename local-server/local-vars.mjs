@@ -68,7 +68,8 @@ export function describePusher(vars, origin, socketUrl) {
   if (missing.length === 3) return "off (set PUSHER_APP_ID, PUSHER_APP_KEY and PUSHER_APP_SECRET to turn it on: docs/pusher.md)";
   if (missing.length > 0) return `off (${missing.join(" and ")} not set)`;
   const events = set("PUSHER_CLIENT_EVENTS") ? `, client events ${["1", "true", "on", "yes"].includes(String(vars.PUSHER_CLIENT_EVENTS).trim().toLowerCase()) ? "on" : "off"}` : ", client events off";
-  return `${socketUrl}/app/${vars.PUSHER_APP_KEY} for app ${vars.PUSHER_APP_ID} (${origin.PUSHER_APP_KEY})${events}`;
+  const webhooks = set("PUSHER_WEBHOOK_URL") ? ", Pusher webhooks on" : "";
+  return `${socketUrl}/app/${vars.PUSHER_APP_KEY} for app ${vars.PUSHER_APP_ID} (${origin.PUSHER_APP_KEY})${events}${webhooks}`;
 }
 
 /**

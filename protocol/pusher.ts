@@ -4,7 +4,8 @@
  * pusher-websocket-swift and -java) connect to `/app/{key}` and Pusher's
  * server SDKs call `/apps/{id}/...`. This module is its one source of truth:
  * frames both ways, close codes and what each makes a client do, channel
- * names and the room each maps to, and the limits Pusher documents. The
+ * names and the room each maps to, the limits Pusher documents, the HTTP
+ * API's bodies and the webhooks in Pusher's format. The
  * worker, the objects that hold Pusher connections, the load tool and the
  * tests import it; it imports nothing but the room-name rules.
  *
@@ -331,4 +332,120 @@ export function isPrivatePusherRoom(room: string): boolean {
   // A name under the prefix that maps to no channel is no channel's: nothing private to keep.
   if (!held) return false;
   return isAuthorizedChannel((parsePusherChannel(held.channel) as PusherChannel).kind);
+}
+
+// ---------------------------------------------------------------------------
+// The HTTP API (`/apps/{app_id}/...`), as Pusher's server SDKs call it
+// ---------------------------------------------------------------------------
+
+/** Path of the HTTP API: `/apps/{app_id}/...`. */
+export const PUSHER_API_PREFIX = "/apps/";
+/** The only `auth_version` Pusher defines. */
+export const PUSHER_AUTH_VERSION = "1.0";
+/**
+ * Largest request body: ten events of 10 KB of data, each as a JSON string
+ * (where a control character takes six bytes for one), and the names of a
+ * hundred channels. Past it the answer is 413 before anything is parsed.
+ */
+export const PUSHER_API_MAX_BODY_BYTES = 1024 * 1024;
+
+/** Attributes a request may ask of a channel with `info=` (comma-separated). */
+export type PusherChannelAttribute = "user_count" | "subscription_count" | "cache";
+
+/** One event of `POST /apps/{app_id}/events` (`channel` or `channels`) or of a `batch_events` batch (`channel`). */
+export interface PusherTriggerBody {
+  name: string;
+  /** The event's data: a string (the SDKs encode objects as JSON text), at most `maxEventDataBytes`. */
+  data: string;
+  channel?: string;
+  /** Up to `maxTriggerChannels` channels. */
+  channels?: string[];
+  /** A connection the event is not sent to (the sender of what the server relays). */
+  socket_id?: string;
+  /** `user_count` and/or `subscription_count`: the answer says them for each channel. */
+  info?: string;
+}
+
+/** Body of `POST /apps/{app_id}/batch_events`: at most `maxBatchEvents` events. */
+export interface PusherBatchBody {
+  batch: PusherTriggerBody[];
+}
+
+/** What `info=` asked of a channel: `user_count` for presence channels only. */
+export interface PusherChannelAttributes {
+  user_count?: number;
+  subscription_count?: number;
+}
+
+/** Answer of `POST events`: `{}`, or with `info` the attributes of each channel. */
+export interface PusherTriggerAnswer {
+  channels?: Record<string, PusherChannelAttributes>;
+}
+
+/** Answer of `POST batch_events`: `{}`, or when an event asked `info`, one entry per event, in order. */
+export interface PusherBatchAnswer {
+  batch?: PusherChannelAttributes[];
+}
+
+/** Answer of `GET /apps/{app_id}/channels`: occupied channels and what `info=` asked of each. */
+export interface PusherChannelList {
+  channels: Record<string, PusherChannelAttributes>;
+}
+
+/** Answer of `GET /apps/{app_id}/channels/{channel}`. */
+export interface PusherChannelInfo extends PusherChannelAttributes {
+  occupied: boolean;
+  /** `info=cache` on a cache channel holding an event: its data and the seconds it is kept for. */
+  cache?: { data: string; ttl: number };
+}
+
+/** Answer of `GET /apps/{app_id}/channels/{presence-…}/users`. */
+export interface PusherUserList {
+  users: { id: string }[];
+}
+
+// ---------------------------------------------------------------------------
+// Webhooks in Pusher's format (PUSHER_WEBHOOK_URL)
+// ---------------------------------------------------------------------------
+
+/** Every Pusher webhook event, by its `name`. */
+export const PUSHER_WEBHOOK_EVENTS = ["channel_occupied", "channel_vacated", "member_added", "member_removed", "client_event", "cache_miss"] as const;
+
+export type PusherWebhookEventName = (typeof PUSHER_WEBHOOK_EVENTS)[number];
+
+/**
+ * The events sent when PUSHER_WEBHOOK_EVENTS is not set: a channel's
+ * existence and its members. `client_event` and `cache_miss` must be asked
+ * for: each is one per client event or per subscriber that found no cache,
+ * every one of them rows written to the channel's storage and a request's
+ * share, as Pusher, too, sends each only when the app turns it on.
+ */
+export const DEFAULT_PUSHER_WEBHOOK_EVENTS: readonly PusherWebhookEventName[] = ["channel_occupied", "channel_vacated", "member_added", "member_removed"];
+
+/** The header that names the app a webhook is from (its key). */
+export const PUSHER_KEY_HEADER = "X-Pusher-Key";
+/** The header with the hex HMAC-SHA256 of the raw body, keyed with the app's secret. */
+export const PUSHER_SIGNATURE_HEADER = "X-Pusher-Signature";
+
+/** One event of a Pusher webhook. */
+export type PusherWebhookEvent =
+  | { name: "channel_occupied" | "channel_vacated" | "cache_miss"; channel: string }
+  | { name: "member_added" | "member_removed"; channel: string; user_id: string }
+  | {
+      name: "client_event";
+      channel: string;
+      /** The client event's name (`client-…`). */
+      event: string;
+      /** Its data, as the client sent it (a string). */
+      data: string;
+      socket_id: string;
+      /** On a presence channel: the sender's user id. */
+      user_id?: string;
+    };
+
+/** The body of one Pusher webhook request: one channel's events, oldest first. */
+export interface PusherWebhookBody {
+  /** When the request was sent, epoch milliseconds. */
+  time_ms: number;
+  events: PusherWebhookEvent[];
 }

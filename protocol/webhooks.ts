@@ -4,6 +4,7 @@
  * of events of one room, in the order the room recorded them, signed with
  * `WEBHOOK_SECRET`.
  */
+import type { PusherWebhookEventName } from "./pusher.js";
 
 /** Every event type, in the order docs/webhooks.md describes them. */
 export const WEBHOOK_EVENT_TYPES = ["room.occupied", "room.vacated", "member.joined", "member.left", "message.published"] as const;
@@ -87,8 +88,9 @@ export interface RoomWebhookStats {
 }
 
 export interface WebhookDeadLetter {
+  /** The event's id; empty for an event of Pusher's format, which carries none (docs/pusher.md#webhooks). */
   id: string;
-  type: WebhookEventType;
+  type: WebhookEventType | PusherWebhookEventName;
   /** `expired`: undelivered WEBHOOK_RETRY_SECONDS after it was recorded; `overflow`: the room's outbox was full. */
   reason: "expired" | "overflow";
   /** When it became a dead letter. */

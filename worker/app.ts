@@ -26,6 +26,7 @@ import { closeRefusedUpgrade } from "./auth/socket-refusal";
 import { parseIdempotencyKey } from "./coordinator/requests";
 import { PUSHER_SOCKET_PREFIX } from "../protocol/pusher";
 import { pusherSocket } from "./pusher/socket-route";
+import { pusherApi } from "./pusher/api-routes";
 
 /** The fan-out app's Hono environment: its bindings, and what its middleware sets for the routes. */
 export type FanoutAppEnv = { Bindings: Env; Variables: { limits: Limits; room: string } };
@@ -148,6 +149,8 @@ export function createFanoutApp(options: FanoutAppOptions = {}): Hono<FanoutAppE
 
   // The Pusher front door (docs/pusher.md): stock Pusher clients connect here.
   app.get(`${PUSHER_SOCKET_PREFIX}:key`, (c) => pusherSocket(c, (c) => admissionRefusal(c, null)));
+  // Pusher's HTTP API, for the server SDKs: signed with the app's secret, not the publish key.
+  app.route("/apps", pusherApi);
 
   app.route("/__local", localRoutes);
   if (options.sdk !== false) app.get("/sdk.js", serveSdk);

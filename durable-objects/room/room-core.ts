@@ -3,7 +3,7 @@ import { LEAF_FULL_HEADER } from "../../common/edge-requests";
 import { followerAt, type FollowerKind } from "../../common/followers";
 import { isCacheChannelRoom } from "../../protocol/pusher";
 import { logEvent } from "../../common/log";
-import { accessSettings, historyRules, readLimits, webhookSettings, type Limits } from "../../common/settings";
+import { historyRules, readLimits, type Limits } from "../../common/settings";
 import { retentionFor, type Retention } from "../../common/retention";
 import { utf8Length } from "../../common/utf8";
 import { bodyHash } from "../../common/body-hash";
@@ -37,6 +37,7 @@ import { RoomMembers } from "./room-members";
 import { roomStats } from "./room-stats";
 import { StorageReclaim, type ReclaimHost } from "./storage-reclaim";
 import { Webhooks } from "./webhooks";
+import { webhookTarget } from "./webhook-target";
 
 /** Largest answer to one leaf's history request. */
 const LEAF_HISTORY_MAX_BYTES = 4 * 1024 * 1024;
@@ -75,7 +76,7 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   readonly #members: RoomMembers;
   readonly #leaves: Leaves;
   readonly #reclaim: StorageReclaim;
-  /** The room's webhooks; null when WEBHOOK_URL is not set (nothing is recorded). */
+  /** The room's webhooks; null when the room has no webhook target (nothing is recorded: webhook-target.ts). */
   readonly #webhooks: Webhooks | null;
   readonly #instanceStartedAt = Date.now();
   /** Whether the room is a Pusher cache channel's: its last message goes to the hubs that start following it. */
@@ -150,9 +151,9 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     this.#publishing = new Publishing({ history: this.#history, keys: this.#keys, publishKeys: this.#publishKeys }, delivery, this.#stream, this.counters, limits, this);
     this.#reclaim = new StorageReclaim(this, maxAgeMs);
     // Before the sockets are restored: the webhooks read what the receiver was told, and the restored members confirm it.
-    const webhooks = webhookSettings(env);
-    this.#webhooks = webhooks
-      ? new Webhooks(ctx.storage, { settings: webhooks, secret: accessSettings(env).webhookSecret, limits, sharded: this.#leaves.size > 0 }, this.counters, {
+    const target = webhookTarget(this.#room, env);
+    this.#webhooks = target
+      ? new Webhooks(ctx.storage, { target, limits, sharded: this.#leaves.size > 0 }, this.counters, {
           roomName: () => this.#room,
           // Asked inside a flush, whose transaction stores the epoch with its first message.
           epoch: () => this.#history.epoch,
@@ -293,9 +294,9 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     return this.#leaves.history(from, Math.min(budget, LEAF_HISTORY_MAX_BYTES));
   }
 
-  /** A subscriber to this Pusher cache channel found no last event: recorded for Pusher's `cache_miss` webhook. */
+  /** A subscriber to this Pusher cache channel found no last event: recorded for Pusher's `cache_miss` webhook (docs/pusher.md#webhooks). */
   cacheMiss(): void {
-    // Recorded by the room's webhooks when they speak Pusher's format (docs/pusher.md#webhooks).
+    this.#webhooks?.cacheMissed();
   }
 
   abortLeaf(index: number): Promise<boolean> {

@@ -1,22 +1,20 @@
-import type { WebhookEventType } from "../../protocol";
 import { logEvent } from "../../common/log";
 import { utf8Length } from "../../common/utf8";
 import type { RoomCounters } from "../engine/counters";
 import type { WebhookDeadLetters } from "./webhook-dead-letters";
-import { eventText } from "./webhook-events";
+import type { RoomChange, RoomChangeType, WebhookFormat } from "./webhook-format";
 import type { OutboxEvent, WebhookOutbox } from "./webhook-outbox";
 import type { WebhookRecord } from "./webhook-record";
 
-/** An event decided and not yet written: its id is given when it is written. */
+/** A change decided and not yet written: its event's id is given, and its text made, when it is written. */
 export interface RecordedEvent {
-  type: WebhookEventType;
+  change: RoomChange;
   ts: number;
-  dataJson: string;
 }
 
 export interface RecorderOptions {
-  /** The event types this deployment sends (WEBHOOK_EVENTS); others are never written. */
-  events: ReadonlySet<WebhookEventType>;
+  /** How events are written, and which changes are sent at all (the others are never written). */
+  format: WebhookFormat;
   /** WEBHOOK_OUTBOX_MAX_ROWS: past it, the oldest rows become dead letters. */
   maxRows: number;
   room(): string;
@@ -71,9 +69,9 @@ export class WebhookRecorder {
     this.#options = options;
   }
 
-  /** Whether an event of `type` is ever written. */
-  sends(type: WebhookEventType): boolean {
-    return this.#options.events.has(type);
+  /** Whether a change of `type` is ever written. */
+  sends(type: RoomChangeType): boolean {
+    return this.#options.format.records(type);
   }
 
   /** Whether something decided waits to be written. */
@@ -81,9 +79,9 @@ export class WebhookRecorder {
     return this.#queue.length > 0 || this.#record.dirty || this.#staged !== null;
   }
 
-  /** An event to write with this turn (dropped when this deployment does not send its type). */
+  /** A change to write with this turn (dropped when this deployment does not send its type). */
   record(event: RecordedEvent): void {
-    if (this.sends(event.type)) this.#queue.push(event);
+    if (this.sends(event.change.type)) this.#queue.push(event);
     this.schedule();
   }
 
@@ -120,15 +118,20 @@ export class WebhookRecorder {
       this.#outbox.reload();
       this.#record.writeFailed();
     }
-    for (const event of more) if (this.sends(event.type)) this.#queue.push(event);
+    for (const event of more) if (this.sends(event.change.type)) this.#queue.push(event);
     if (!this.busy) return;
-    const events = this.#queue;
-    this.#queue = [];
     const room = this.#options.room();
-    const texts = events.map((e): OutboxEvent => {
-      const text = eventText(`${this.#instance}-${this.#nextId++}`, e.type, room, e.ts, e.dataJson);
-      return { text, bytes: utf8Length(text) };
-    });
+    const events: RecordedEvent[] = [];
+    const texts: OutboxEvent[] = [];
+    for (const e of this.#queue) {
+      // A change the format has no event for (a message that is no client event, in Pusher's) is dropped here.
+      const text = this.#options.format.eventText(`${this.#instance}-${this.#nextId++}`, e.change, room, e.ts);
+      if (text === null) continue;
+      events.push(e);
+      texts.push({ text, bytes: utf8Length(text) });
+    }
+    this.#queue = [];
+    if (events.length === 0 && !this.#record.dirty) return;
     const now = Date.now();
     let rows = this.#outbox.append(texts, now) + this.#record.write();
     let dead = 0;

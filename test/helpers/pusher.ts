@@ -19,9 +19,39 @@ export function pusherVars(options: { clientEvents?: boolean } = {}): Record<str
   return { PUSHER_APP_ID: APP.id, PUSHER_APP_KEY: APP.key, PUSHER_APP_SECRET: APP.secret, PUSHER_CLIENT_EVENTS: options.clientEvents === false ? "0" : "1" };
 }
 
-/** The app's back end: the stock server SDK pointed at the local server. */
-export function backEnd(server: LocalServer, secret: string = APP.secret): PusherServer {
-  return new PusherServer({ appId: APP.id, key: APP.key, secret, host: "127.0.0.1", port: String(server.port), useTLS: false });
+/** The app's back end: the stock server SDK pointed at the local server (with another secret or key, a stranger's). */
+export function backEnd(server: LocalServer, secret: string = APP.secret, key: string = APP.key): PusherServer {
+  return new PusherServer({ appId: APP.id, key, secret, host: "127.0.0.1", port: String(server.port), useTLS: false });
+}
+
+/**
+ * A request of the HTTP API signed by the SDK's own signer
+ * (createSignedQueryString), for what the SDK's methods would not send:
+ * bodies it would refuse to build, another body than the one signed, stale
+ * clocks, parameters twice.
+ */
+export async function signedRequest(
+  server: LocalServer,
+  method: "GET" | "POST",
+  path: string,
+  options: {
+    body?: string;
+    /** A body sent in place of the one signed. */
+    sentBody?: string;
+    params?: Record<string, string>;
+    appId?: string;
+    /** Changes the signed query before it is sent. */
+    query?: (signed: string) => string;
+  } = {},
+): Promise<{ status: number; body: Record<string, unknown> }> {
+  const fullPath = `/apps/${options.appId ?? APP.id}${path}`;
+  const signed = backEnd(server).createSignedQueryString({ method, path: fullPath, ...(options.body === undefined ? {} : { body: options.body }), ...(options.params ? { params: options.params } : {}) });
+  const body = options.sentBody ?? options.body;
+  const response = await fetch(`${server.url}${fullPath}?${options.query ? options.query(signed) : signed}`, {
+    method,
+    ...(body === undefined ? {} : { body, headers: { "content-type": "application/json" } }),
+  });
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
 }
 
 export interface FrontEndOptions {
@@ -67,6 +97,15 @@ export function frontEnd(server: LocalServer, options: FrontEndOptions = {}): Pu
 export async function connected(client: Pusher, timeoutMs = 10_000): Promise<string> {
   await until(() => client.connection.state === "connected", { timeoutMs, what: "pusher-js to connect" });
   return client.connection.socket_id;
+}
+
+/**
+ * A webhook receiver's check, by the server SDK's own `webhook(request).isValid()`:
+ * the app's key and secret (or `secret`), and `Content-Type: application/json`.
+ */
+export function pusherWebhookCheck(secret: string = APP.secret): (request: { headers: Record<string, unknown>; rawBody: string }) => boolean {
+  const sdk = new PusherServer({ appId: APP.id, key: APP.key, secret, host: "127.0.0.1" });
+  return (request) => sdk.webhook({ headers: request.headers, rawBody: request.rawBody }).isValid();
 }
 
 /** Every event a channel saw, in order, with its data. */
