@@ -85,11 +85,12 @@ export function missingCredentials(check: Check, settings: Pick<RunSettings, "fa
   return missing;
 }
 
-const NEEDS: Record<ReturnType<typeof missingCredentials>[number], { what: string; pass: string }> = {
-  "--token-secret": { what: "subscribe tokens", pass: "--token-secret" },
-  "--publish-key": { what: "a publish key", pass: "--publish-key" },
-  "--pusher-key": { what: "the credentials of a Pusher app", pass: "--pusher-app-id, --pusher-key and --pusher-secret" },
-};
+/** Why a check is skipped for want of `missing`. */
+function skipReason(missing: ReturnType<typeof missingCredentials>): string {
+  if (missing.includes("--pusher-key")) return "a check of the Pusher front door needs its app: pass --pusher-app-id, --pusher-key and --pusher-secret";
+  const what = missing.map((m) => (m === "--token-secret" ? "subscribe tokens" : "a publish key")).join(" and ");
+  return `the service requires ${what}: pass ${missing.join(" and ")}`;
+}
 
 /** Runs one check within its deadline; whatever it does, its sockets are closed afterwards. */
 async function runOne(check: Check, runId: string, settings: RunSettings): Promise<CheckResult> {
@@ -97,7 +98,7 @@ async function runOne(check: Check, runId: string, settings: RunSettings): Promi
   const base = { id: check.id, clause: check.clause, check: check.title };
   const done = (result: CheckResult["result"], evidence: string): CheckResult => ({ ...base, result, evidence: evidence.replace(/\s+/g, " ").trim(), ms: Date.now() - started });
   const missing = missingCredentials(check, settings);
-  if (missing.length > 0) return done("skip", `the check needs ${missing.map((m) => NEEDS[m].what).join(" and ")}: pass ${missing.map((m) => NEEDS[m].pass).join(" and ")}`);
+  if (missing.length > 0) return done("skip", skipReason(missing));
   const peers: Peer[] = [];
   const clients: Pusher[] = [];
   let timer: NodeJS.Timeout | undefined;

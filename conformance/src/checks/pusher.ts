@@ -190,18 +190,19 @@ export const pusherDoor: Check = {
 export const pusherIsolation: Check = {
   id: "G14.pusher-isolation",
   clause: "G14 Pusher connections",
-  title: "a private channel's room is closed to this service's own sockets in open mode",
+  title: "a private channel's room is closed to this service's own sockets without a token that grants it, even in open mode",
   timeoutMs: 20_000,
   needsSockets: true,
   needsPusher: true,
   needsPublishKey: false,
   async run(ctx: Context) {
-    if (ctx.facts.access !== "open") skip("the service takes tokens: a token that grants the room opens it, by design");
     const room = pusherRoom(ctx.pusher?.appId ?? "", `private-${ctx.room("isolated")}`);
-    const peer = await ctx.openRaw(`${ctx.service.wsBase}/rooms/${encodeURIComponent(room)}/ws`, { autoAck: false });
+    // In open mode no credentials at all; with tokens, a token for another room (a token that grants this one opens it, by design).
+    const query = ctx.facts.access === "open" ? "" : await ctx.socketQuery(ctx.room("elsewhere"));
+    const peer = await ctx.openRaw(`${ctx.service.wsBase}/rooms/${encodeURIComponent(room)}/ws${query}`, { autoAck: false });
     const closed = await peer.waitForClose(10_000);
-    expect(closed?.code === CloseCode.FORBIDDEN, `an open-mode socket into ${room}: close ${closed?.code ?? "none"}, expected 4003`);
-    return `${room}: closed with 4003`;
+    expect(closed?.code === CloseCode.FORBIDDEN, `a socket of this service's own protocol into ${room} (${ctx.facts.access} mode): close ${closed?.code ?? "none"}, expected 4003`);
+    return `${room}, ${ctx.facts.access} mode: closed with 4003`;
   },
 };
 
