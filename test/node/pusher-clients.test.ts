@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type Pusher from "pusher-js";
 import { pusherRoom, SOCKET_ID_PATTERN } from "../../protocol/pusher";
-import { APP, connected, frontEnd, PusherSocket, pusherVars, record } from "../helpers/pusher";
+import Echo from "laravel-echo";
+import { APP, backEnd, connected, frontEnd, PusherSocket, pusherVars, record } from "../helpers/pusher";
 import { startServer, type LocalServer } from "../helpers/server";
 import { publish, TestSocket } from "../helpers/socket";
 import { sleep, until } from "../helpers/wait";
@@ -173,6 +174,27 @@ describe("pusher-js against the front door", () => {
     late.user.watchlist.bind("online", (event: unknown) => lateSeen.push(event));
     await until(() => lateSeen.length === 1, { what: "erin online, to a late watcher" });
     expect(lateSeen).toEqual([{ name: "online", user_ids: ["erin"] }]);
+  });
+
+  it("serves Laravel Echo: .listen on a private channel to events a Laravel back end broadcasts, and .here/.joining on a presence channel", async () => {
+    const echo = new Echo({ broadcaster: "pusher", key: APP.key, client: client({ user: { id: "7", info: { name: "Ann" } } }) });
+    const shipped: unknown[] = [];
+    echo.private("orders.7").listen("OrderShipped", (event: unknown) => shipped.push(event));
+    const here: unknown[][] = [];
+    const joining: unknown[] = [];
+    echo.join("chat.1").here((members: unknown[]) => here.push(members)).joining((member: unknown) => joining.push(member));
+    await until(() => here.length === 1, { what: "Echo's here()" });
+    expect(here[0]).toEqual([{ name: "Ann" }]);
+    // What Laravel's pusher broadcaster sends: the event's class name, through the stock SDK.
+    await until(() => (echo.connector as { pusher: Pusher }).pusher.channel("private-orders.7")?.subscribed === true, { what: "the private subscribe" });
+    await backEnd(server).trigger("private-orders.7", "App\\Events\\OrderShipped", { order: { id: 7 } });
+    await until(() => shipped.length === 1, { what: "OrderShipped" });
+    expect(shipped).toEqual([{ order: { id: 7 } }]);
+    const other = client({ user: { id: "8", info: { name: "Ben" } } });
+    record(other, "presence-chat.1");
+    await until(() => joining.length === 1, { what: "Echo's joining()" });
+    expect(joining).toEqual([{ name: "Ben" }]);
+    echo.disconnect();
   });
 
   it("keeps a private channel's room out of this service's own protocol in open mode", async () => {
