@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type Pusher from "pusher-js";
 import { pusherRoom, SOCKET_ID_PATTERN } from "../../protocol/pusher";
 import Echo from "laravel-echo";
+import Pusher from "pusher-js";
+import PusherServer from "pusher";
+import { randomBytes } from "node:crypto";
 import { APP, backEnd, connected, frontEnd, PusherSocket, pusherVars, record } from "../helpers/pusher";
 import { startServer, type LocalServer } from "../helpers/server";
 import { publish, TestSocket } from "../helpers/socket";
@@ -195,6 +197,29 @@ describe("pusher-js against the front door", () => {
     await until(() => joining.length === 1, { what: "Echo's joining()" });
     expect(joining).toEqual([{ name: "Ben" }]);
     echo.disconnect();
+  });
+
+  it("passes encrypted channels' payloads through untouched: the server SDK encrypts, pusher-js decrypts, the room holds only ciphertext", async () => {
+    const masterKey = randomBytes(32).toString("base64");
+    const sdk = new PusherServer({ appId: APP.id, key: APP.key, secret: APP.secret, host: "127.0.0.1", port: String(server.port), useTLS: false, encryptionMasterKeyBase64: masterKey });
+    // pusher-js's Node build decrypts encrypted channels itself (its web build needs pusher-js/with-encryption).
+    const reader = new Pusher(APP.key, {
+      cluster: "local", wsHost: "127.0.0.1", wsPort: server.port, forceTLS: false, enabledTransports: ["ws"], disableStats: true,
+      channelAuthorization: { endpoint: "/unused", transport: "ajax", customHandler: ({ socketId, channelName }, callback) => callback(null, sdk.authorizeChannel(socketId, channelName)) },
+    });
+    clients.push(reader);
+    const secretChannel = reader.subscribe("private-encrypted-vault");
+    const got: unknown[] = [];
+    secretChannel.bind("opened", (data: unknown) => got.push(data));
+    await until(() => secretChannel.subscribed, { what: "the encrypted subscribe" });
+    await sdk.trigger("private-encrypted-vault", "opened", { code: 1234 });
+    await until(() => got.length === 1, { what: "the decrypted event" });
+    expect(got).toEqual([{ code: 1234 }]);
+    // What the room stored is the ciphertext the SDK sent, never the plain data.
+    const page = (await (await fetch(`${server.url}/rooms/${encodeURIComponent(pusherRoom(APP.id, "private-encrypted-vault"))}/messages`, { headers: { authorization: `Bearer ${PUBLISH_KEY}` } })).json()) as { messages: { data: string }[] };
+    expect(page.messages).toHaveLength(1);
+    expect(JSON.parse(page.messages[0]!.data)).toEqual({ nonce: expect.any(String), ciphertext: expect.any(String) });
+    expect(page.messages[0]!.data).not.toContain("1234");
   });
 
   it("keeps a private channel's room out of this service's own protocol in open mode", async () => {

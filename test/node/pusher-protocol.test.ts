@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PUSHER_ACTIVITY_TIMEOUT_SECONDS, PUSHER_PING, PUSHER_PONG, PusherCloseCode, pusherRoom, SOCKET_ID_PATTERN } from "../../protocol/pusher";
-import { APP, PusherSocket, pusherVars } from "../helpers/pusher";
+import { APP, backEnd, PusherSocket, pusherVars } from "../helpers/pusher";
 import { startServer, type LocalServer } from "../helpers/server";
 import { publish, roomStats } from "../helpers/socket";
 import { sleep, until } from "../helpers/wait";
@@ -140,6 +140,24 @@ describe("client events", () => {
     socket.send({ event: "client-hello", channel: "private-elsewhere", data: {} });
     const errors = await socket.waitFor("pusher:error", 2);
     expect(errors.map((e) => (e.data as { message: string }).message)).toEqual([expect.stringContaining("private and presence"), expect.stringContaining("subscribe")]);
+    expect(socket.closeCode).toBeNull();
+    socket.close();
+  });
+});
+
+describe("client events over their rate", () => {
+  it("are refused with pusher:error 4301 past 10 per second, and the connection stays", async () => {
+    const socket = await PusherSocket.open(server);
+    await socket.socketId();
+    // A presence channel, signed as the stock SDK signs it (the test's back end).
+    const channel = "presence-rate";
+    const socketId = await socket.socketId();
+    const auth = backEnd(server).authorizeChannel(socketId, channel, { user_id: "fast" });
+    socket.subscribe(channel, { auth: auth.auth, channel_data: auth.channel_data });
+    await socket.waitFor("pusher_internal:subscription_succeeded");
+    for (let i = 0; i < 15; i++) socket.send({ event: "client-burst", channel, data: { i } });
+    const errors = await socket.waitFor("pusher:error", 5);
+    expect(errors.map((e) => (e.data as { code: number }).code)).toEqual([4301, 4301, 4301, 4301, 4301]);
     expect(socket.closeCode).toBeNull();
     socket.close();
   });
