@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { encodeWorkerdConfig } from "../../../local-server/workerd-config.mjs";
 import { startWorkerd } from "../../../local-server/workerd-process.mjs";
-import { DIST_DIR, REPO_ROOT } from "../../src/target/target";
+import { DIST_DIR, REPO_ROOT } from "../../src/kit/paths";
 import { bareWorkerdConfig } from "./config";
 
 const { values } = parseArgs({

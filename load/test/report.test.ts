@@ -1,14 +1,14 @@
 import { describe, expect, it } from "vitest";
-import { parseLoadOptions } from "../../load/src/options";
-import { renderHtml } from "../../load/src/report/html";
-import { METRICS, ROW_METRICS, formatMetric, formatValue, formatWithUncertainty, roundBoundUp } from "../../load/src/report/metrics";
-import { bucketRates, bucketWidths, describeWidths, peakBucket, stepPoints, waveSegments } from "../../load/src/report/rates";
-import { lineChart } from "../../load/src/report/svg";
-import { compareRuns, renderText } from "../../load/src/report/table";
-import { annotateCpuUncertainty, cpuUncertainties, deliveryInterval, type WaveWithUncertainty } from "../../load/src/report/uncertainty";
-import type { LoadReport, TargetRun } from "../../load/src/result";
-import { CPU_TICK_US, cpuDeltaUncertaintyUs, cpuPercentUncertainty, perCpuSecondUncertainty, perOperationUncertaintyUs } from "../../load/src/stats/cpu-ticks";
-import type { TimelineSample } from "../../load/src/target/sampler";
+import { parseLoadOptions } from "../src/options";
+import { renderHtml } from "../src/report/html";
+import { METRICS, ROW_METRICS, formatMetric, formatValue, formatWithUncertainty, roundBoundUp } from "../src/report/metrics";
+import { bucketRates, bucketWidths, describeWidths, peakBucket, stepPoints, waveSegments } from "../src/report/rates";
+import { lineChart } from "../src/report/svg";
+import { compareRuns, renderText } from "../src/report/table";
+import { annotateCpuUncertainty, cpuUncertainties, deliveryInterval, type WaveWithUncertainty } from "../src/report/uncertainty";
+import type { LoadReport, TargetRun } from "../src/result";
+import { CPU_TICK_US, cpuDeltaUncertaintyUs, cpuPercentUncertainty, perCpuSecondUncertainty, perOperationUncertaintyUs } from "../src/stats/cpu-ticks";
+import type { TimelineSample } from "../src/target/sampler";
 
 function sample(t: number, phase: string, cpuUs: number, client: { handshakes?: number; events?: number; open?: number } = {}): TimelineSample {
   return {

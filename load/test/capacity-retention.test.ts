@@ -3,8 +3,8 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { parseHistoryRules } from "../../common/retention";
-import { CLOUDFLARE_PRICING, SECONDS_PER_MONTH } from "../../load/src/capacity/pricing";
-import { parseRoomGroup, retentionCost, STORED_OVERHEAD_BYTES, type RetentionInputs } from "../../load/src/capacity/retention";
+import { CLOUDFLARE_PRICING, SECONDS_PER_MONTH } from "../src/capacity/pricing";
+import { parseRoomGroup, retentionCost, STORED_OVERHEAD_BYTES, type RetentionInputs } from "../src/capacity/retention";
 
 /** The capacity tool's pricing of a HISTORY_RULES set for rooms grouped by prefix. */
 

@@ -37,23 +37,54 @@ function read(path: string): string | undefined {
   }
 }
 
-export function sampleProcess(pid: number): ProcessSample | undefined {
+/** utime + stime of a process, µs (10 ms resolution); undefined once it is gone. */
+export function readCpuUs(pid: number): number | undefined {
   const stat = read(`/proc/${pid}/stat`);
-  const status = read(`/proc/${pid}/status`);
-  if (!stat || !status) return undefined;
+  if (!stat) return undefined;
   // Fields after the parenthesised command name (which may contain spaces).
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  const utime = Number(fields[11]);
-  const stime = Number(fields[12]);
+  return ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / CLOCK_TICKS;
+}
+
+/** Resident set size of a process, bytes; undefined once it is gone. */
+export function readRssBytes(pid: number): number | undefined {
+  const status = read(`/proc/${pid}/status`);
+  return status === undefined ? undefined : Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) * 1024;
+}
+
+/** Open descriptors of a process (a directory listing: costly with many sockets); -1 when unreadable. */
+export function countFds(pid: number): number {
+  try {
+    return readdirSync(`/proc/${pid}/fd`).length;
+  } catch {
+    return -1;
+  }
+}
+
+/** Memory mappings of a process (every SQLite database maps its WAL index; the kernel allows vm.max_map_count). */
+export function countMaps(pid: number): number | undefined {
+  const maps = read(`/proc/${pid}/maps`);
+  return maps === undefined ? undefined : maps.split("\n").length - 1;
+}
+
+export function sampleProcess(pid: number): ProcessSample | undefined {
+  const cpuUs = readCpuUs(pid);
+  const status = read(`/proc/${pid}/status`);
+  if (cpuUs === undefined || !status) return undefined;
   const rssKb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
   const threads = Number(/Threads:\s+(\d+)/.exec(status)?.[1] ?? 0);
-  let fds = 0;
-  try {
-    fds = readdirSync(`/proc/${pid}/fd`).length;
-  } catch {
-    fds = -1;
-  }
-  return { rssBytes: rssKb * 1024, cpuUs: ((utime + stime) * 1_000_000) / CLOCK_TICKS, fds, threads };
+  return { rssBytes: rssKb * 1024, cpuUs, fds: countFds(pid), threads };
+}
+
+/** The machine's load averages over 1, 5 and 15 minutes, as /proc/loadavg prints them. */
+export function loadAverage(): string {
+  return (read("/proc/loadavg") ?? "").split(" ").slice(0, 3).join(" ");
+}
+
+/** This process's hard "Max open files" limit (what the processes it starts may raise theirs to). */
+export function hardDescriptorLimit(): number {
+  const hard = /Max open files\s+\S+\s+(\S+)/.exec(read("/proc/self/limits") ?? "")?.[1];
+  return hard === undefined || hard === "unlimited" ? Infinity : Number(hard);
 }
 
 export function sampleMachine(): MachineSample {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { checkSoak, cleanRecord, CORRUPTIONS, selfCheck } from "../../load/bench/fault-soak-check.mjs";
+import { checkSoak, cleanRecord, CORRUPTIONS, selfCheck } from "../bench/fault-soak-check.mjs";
 
 /**
  * The checker of load/bench/fault-soak.mjs on synthetic records only (no server): a clean record passes, and

@@ -2,9 +2,9 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { cloudflareMonthlyCost, type CostAssumptions } from "../../load/src/capacity/cloudflare-cost";
-import { ABLY, CENTRIFUGO, HOSTED_SERVICES, PUSHER, referenceCpuPerDeliveryUs } from "../../load/src/capacity/hosted-pricing";
-import { DEFAULT_COSTS, MEASURED_ACK_US, measuredCosts, measuredRowsPerMessage } from "../../load/src/capacity/inputs";
+import { cloudflareMonthlyCost, type CostAssumptions } from "../src/capacity/cloudflare-cost";
+import { ABLY, CENTRIFUGO, HOSTED_SERVICES, PUSHER, referenceCpuPerDeliveryUs } from "../src/capacity/hosted-pricing";
+import { DEFAULT_COSTS, MEASURED_ACK_US, measuredCosts, measuredRowsPerMessage } from "../src/capacity/inputs";
 import {
   acksPerConnection,
   cloudflareRoomResources,
@@ -23,7 +23,7 @@ import {
   type RoomAssumptions,
   type UnitCosts,
   type Workload,
-} from "../../load/src/capacity/model";
+} from "../src/capacity/model";
 import {
   cappedPlanEstimate,
   cloudflarePerMillion,
@@ -31,9 +31,9 @@ import {
   hostedEstimate,
   meteredEstimate,
   referenceEstimate,
-} from "../../load/src/capacity/per-million";
-import { CLOUDFLARE_LIMITS, CLOUDFLARE_PRICING, SECONDS_PER_MONTH } from "../../load/src/capacity/pricing";
-import { amount, resourceTable } from "../../load/src/capacity/render";
+} from "../src/capacity/per-million";
+import { CLOUDFLARE_LIMITS, CLOUDFLARE_PRICING, SECONDS_PER_MONTH } from "../src/capacity/pricing";
+import { amount, resourceTable } from "../src/capacity/render";
 
 const costs: UnitCosts = {
   memoryPerConnectionBytes: 100_000,

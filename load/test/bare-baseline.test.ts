@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import { parseLoadOptions, targetLabels } from "../../load/src/options";
+import { parseLoadOptions, targetLabels } from "../src/options";
 import { parseServerFrame, type ServerEvent } from "../../protocol";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));

@@ -1,8 +1,8 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { Histogram } from "../../load/src/stats/histogram";
-import { ClientLedger, addTotals, emptyTotals, lostOf } from "../../load/src/stats/ledger";
-import { fullJitterDelay, isSlowClient } from "../../load/src/client/messages";
+import { Histogram } from "../src/stats/histogram";
+import { ClientLedger, addTotals, emptyTotals, lostOf } from "../src/stats/ledger";
+import { isSlowClient } from "../src/client/messages";
 
 const DEADLINE = 1000;
 
@@ -123,15 +123,6 @@ describe("delivery matching by room seq", () => {
 });
 
 describe("client behaviour helpers", () => {
-  it("full-jitter backoff stays within [0, min(max, base·2^attempt))", () => {
-    fc.assert(
-      fc.property(fc.integer({ min: 0, max: 40 }), fc.double({ min: 0, max: 0.999999, noNaN: true }), (attempt, r) => {
-        const d = fullJitterDelay(attempt, 100, 5000, () => r);
-        return d >= 0 && d < Math.min(5000, 100 * 2 ** attempt);
-      }),
-    );
-  });
-
   it("picks about the requested share of slow clients, the same in every process", () => {
     let slow = 0;
     for (let i = 0; i < 10_000; i++) if (isSlowClient(i, 0.1)) slow++;

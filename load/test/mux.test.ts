@@ -7,9 +7,9 @@
 import { execFileSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { beforeAll, describe, expect, it } from "vitest";
-import { muxRoomsOf, parseLoadOptions, totalSockets, totalSubscriptions } from "../../load/src/options";
-import type { Summary } from "../../load/src/report/metrics";
-import { managedServers } from "../helpers/servers";
+import { muxRoomsOf, parseLoadOptions, totalSockets, totalSubscriptions } from "../src/options";
+import type { Summary } from "../src/report/metrics";
+import { managedServers } from "../../test/helpers/servers";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 const server = managedServers();

@@ -4,8 +4,8 @@
  * single-room sockets), from explicit per-step costs.
  */
 import { describe, expect, it } from "vitest";
-import { breakEvenRoomRate, hubsFollowing, hubsFor, multiplexedFanout, type MuxCosts, type MuxShape } from "../../load/src/capacity/multiplexed";
-import { CLOUDFLARE_PRICING, SECONDS_PER_MONTH } from "../../load/src/capacity/pricing";
+import { breakEvenRoomRate, hubsFollowing, hubsFor, multiplexedFanout, type MuxCosts, type MuxShape } from "../src/capacity/multiplexed";
+import { CLOUDFLARE_PRICING, SECONDS_PER_MONTH } from "../src/capacity/pricing";
 
 const costs: MuxCosts = { sendUs: 20, flushUs: 100, pushIssueUs: 50, pushReceiveUs: 50, ackUs: 0, relayUs: 20, rpcLatencyMs: 1, workerCpuMsPerRequest: 1 };
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { CLOUDFLARE_PRICING } from "../../load/src/capacity/pricing";
-import { shardedFanout, socketsPerLeafFor, type ShardShape } from "../../load/src/capacity/sharded";
-import { DEFAULT_SHARD_COSTS } from "../../load/src/capacity/sharded-inputs";
+import { CLOUDFLARE_PRICING } from "../src/capacity/pricing";
+import { shardedFanout, socketsPerLeafFor, type ShardShape } from "../src/capacity/sharded";
+import { DEFAULT_SHARD_COSTS } from "../src/capacity/sharded-inputs";
 
 const shape = (subscribers: number, messagesPerSecond: number, shardSockets = 0): ShardShape => ({
   subscribers,

@@ -1,9 +1,9 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { Histogram } from "../../load/src/stats/histogram";
-import { nearestRank, percentileOfSorted, summarize } from "../../load/src/stats/percentile";
-import { classifyConnectError, isClientSideCause } from "../../load/src/stats/failures";
-import { SeqSet } from "../../load/src/stats/seq-set";
+import { Histogram } from "../src/stats/histogram";
+import { nearestRank, percentileOfSorted, summarize } from "../src/stats/percentile";
+import { classifyConnectError, isClientSideCause } from "../src/stats/failures";
+import { SeqSet } from "../src/stats/seq-set";
 
 describe("percentiles (nearest rank)", () => {
   it("returns observed values, never interpolations", () => {
