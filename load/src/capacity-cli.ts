@@ -84,7 +84,7 @@ only the sharded room (its bill replaces the model of --connections above):
   --root-sockets N       sockets on the root itself (default: min(room, shard sockets), as a room that grew;
                          0 = all sockets placed on leaves, as after a reconnect storm)
   --sharded-grid         also print 100,000 and 1,000,000 subscribers at 1 and 10 msg/s
-  --shard-from FILE      per-step costs from a load/bench/sharded.mjs result (else the documented defaults)
+  --shard-from FILE      per-step costs from a sharded benchmark result (npm run bench -- sharded) (else the documented defaults)
   --leaf-budget F        share of a leaf's thread its sends and acks may take when choosing sockets per leaf (default 0.5)
   --send-us US, --push-issue-us US, --push-receive-us US, --rpc-latency-ms MS, --rpc-concurrency N
                          override one per-step cost
@@ -97,7 +97,7 @@ and single-room sockets carrying the same subscriptions), and the hosted service
   --hubs N               MULTIPLEX_HUBS (default: the fewest that hold the connections at 80% of
                          --max-connections-per-hub and keep a hub's thread within --hub-budget)
   --max-connections-per-hub N  (default 2000)   --hub-budget F (default 0.5)
-  --mux-from FILE        per-step costs from a load/bench/multiplex.mjs result (else the documented defaults)
+  --mux-from FILE        per-step costs from a multiplex benchmark result (npm run bench -- multiplex) (else the documented defaults)
 History rules (docs/history.md); printed with --rule-rooms:
   --history-rules JSON   a HISTORY_RULES value, e.g. '[{"prefix":"chat:","maxMessages":10000,"maxAgeSeconds":86400}]'
   --rule-rooms P=N@R     N rooms whose names start with P, each with R messages/s (repeat; P "*" for the others)

@@ -253,6 +253,7 @@ async function main(): Promise<number> {
   const report: LoadReport = {
     tool: "edge-fanout-load",
     schema: 1,
+    bench: "load",
     scenario: options.scenario,
     startedAt: new Date().toISOString(),
     command: `npm run load -- ${process.argv.slice(2).join(" ")}`,

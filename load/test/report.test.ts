@@ -68,6 +68,7 @@ function reportOf(runs: TargetRun[]): LoadReport {
   return {
     tool: "edge-fanout-load",
     schema: 1,
+    bench: "load",
     scenario: "fanout",
     startedAt: "2026-12-01T00:00:00.000Z",
     command: "npm run load -- fanout",

@@ -70,6 +70,8 @@ export class Options<K extends string> {
   constructor(
     private readonly values: Record<string, Value>,
     readonly positionals: string[],
+    /** The command line as given, for a result to say how it was made. */
+    readonly argv: readonly string[] = [],
   ) {}
 
   has(name: K): boolean {
@@ -134,7 +136,7 @@ export function parseOptions<S extends OptionSpecs>(argv: readonly string[], spe
   }
   const parsed = parseArgs({ args: [...argv], options, allowPositionals: positionals, strict: true });
   if (parsed.values.help === true) throw new UsageRequested();
-  return new Options(parsed.values as Record<string, Value>, parsed.positionals);
+  return new Options(parsed.values as Record<string, Value>, parsed.positionals, argv);
 }
 
 /** The option lines of a usage text, from the same specs the parser reads. */

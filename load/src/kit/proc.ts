@@ -46,6 +46,20 @@ export function readCpuUs(pid: number): number | undefined {
   return ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / CLOCK_TICKS;
 }
 
+/** utime + stime of a process, ms; throws once it is gone (a measured server must not vanish mid-run). */
+export function cpuMs(pid: number): number {
+  const us = readCpuUs(pid);
+  if (us === undefined) throw new Error(`process ${pid} is gone`);
+  return us / 1000;
+}
+
+/** Resident set size of a process, MB (1,048,576 bytes); throws once it is gone. */
+export function rssMb(pid: number): number {
+  const bytes = readRssBytes(pid);
+  if (bytes === undefined) throw new Error(`process ${pid} is gone`);
+  return bytes / 1048576;
+}
+
 /** Resident set size of a process, bytes; undefined once it is gone. */
 export function readRssBytes(pid: number): number | undefined {
   const status = read(`/proc/${pid}/status`);
