@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { checkSoak, cleanRecord, CORRUPTIONS, selfCheck } from "../bench/fault-soak-check.mjs";
+import { checkSoak, cleanRecord, CORRUPTIONS, selfCheck } from "../bench/fault-soak-check";
 
 /**
- * The checker of load/bench/fault-soak.mjs on synthetic records only (no server): a clean record passes, and
+ * The checker of the fault soak (load/bench/fault-soak.ts) on synthetic records only (no server): a clean record passes, and
  * every corruption (a skipped seq, a delivery twice, a lost acknowledged publish...) is reported as what it is.
  */
 describe("the fault soak's checker", () => {

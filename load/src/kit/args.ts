@@ -74,6 +74,13 @@ export class Options<K extends string> {
     readonly argv: readonly string[] = [],
   ) {}
 
+  /** The same options with `defaults` for those not given (defaults that depend on a positional, such as a scenario's). */
+  withDefaults(defaults: Partial<Record<K, string>>): Options<K> {
+    const values = { ...this.values };
+    for (const [name, value] of Object.entries(defaults)) values[name] ??= value as string;
+    return new Options(values, this.positionals, this.argv);
+  }
+
   has(name: K): boolean {
     return this.values[name] !== undefined;
   }

@@ -4,6 +4,7 @@
  * against a remote target or a non-Linux machine still works without samples.
  */
 import { readFileSync, readdirSync, readlinkSync } from "node:fs";
+import { dirname } from "node:path";
 
 /** Kernel clock ticks per second for utime/stime; 100 on every mainstream Linux build. */
 const CLOCK_TICKS = 100;
@@ -164,27 +165,44 @@ export function findListeningPid(port: number): number | undefined {
     return undefined;
   }
   for (const pid of pids) {
-    let fds: string[];
-    try {
-      fds = readdirSync(`/proc/${pid}/fd`);
-    } catch {
-      continue;
-    }
-    for (const fd of fds) {
-      let link: string;
-      try {
-        link = readlinkSync(`/proc/${pid}/fd/${fd}`);
-      } catch {
-        continue;
-      }
-      const inode = /^socket:\[(\d+)\]$/.exec(link)?.[1];
-      if (inode && inodes.has(inode)) {
-        candidates.push(Number(pid));
-        break;
-      }
+    for (const inode of socketInodes(Number(pid))) {
+      if (!inodes.has(inode)) continue;
+      candidates.push(Number(pid));
+      break;
     }
   }
   if (candidates.length <= 1) return candidates[0];
   // A launcher may share the listening socket with its runtime; the one doing the work has the most memory.
   return candidates.map((pid) => ({ pid, rss: sampleProcess(pid)?.rssBytes ?? 0 })).sort((a, b) => b.rss - a.rss)[0]?.pid;
+}
+
+/** Inodes of the sockets a process holds. */
+function socketInodes(pid: number): Set<string> {
+  const owned = new Set<string>();
+  let fds: string[] = [];
+  try {
+    fds = readdirSync(`/proc/${pid}/fd`);
+  } catch {
+    return owned;
+  }
+  for (const fd of fds) {
+    try {
+      const inode = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`))?.[1];
+      if (inode) owned.add(inode);
+    } catch {
+      // closed meanwhile
+    }
+  }
+  return owned;
+}
+
+/** The local server's private directory (where its admin socket is), from the unix sockets its workerd holds. */
+export function privateDirOf(workerdPid: number): string | undefined {
+  const owned = socketInodes(workerdPid);
+  const path = (read("/proc/net/unix") ?? "")
+    .split("\n")
+    .slice(1)
+    .map((line) => line.trim().split(/\s+/))
+    .find((cols) => cols.length >= 8 && owned.has(cols[6] as string))?.[7];
+  return path === undefined ? undefined : dirname(path);
 }

@@ -56,8 +56,13 @@ export function eventsOf(data: Buffer, skim: boolean): RawEvent[] {
   if (skim && (text.startsWith('{"type":"message"') || text.startsWith('[{"type":"message"'))) {
     return [...text.matchAll(MESSAGE)].map((m) => ({ type: "message", seq: Number(m[1]), ...(m[2] === undefined ? {} : { tag: Number(m[2]) }) }));
   }
-  const parsed = JSON.parse(text) as RawEvent | RawEvent[];
-  return Array.isArray(parsed) ? parsed : [parsed];
+  try {
+    const parsed = JSON.parse(text) as RawEvent | RawEvent[];
+    return Array.isArray(parsed) ? parsed : [parsed];
+  } catch {
+    // A frame that is not the protocol's JSON is a finding for the benchmark, not a crash of it.
+    return [{ type: "invalid", text: text.slice(0, 80) }];
+  }
 }
 
 export class RawClient {

@@ -1,19 +1,37 @@
-// The invariants of load/bench/fault-soak.mjs, as a pure function of what the soak recorded, so that a
-// test can feed it records that break them (test/node/fault-soak-check.test.ts) and see each reported.
-//
-// A record:
-//   rooms:      { [room]: { epoch, history: [{ seq, data }] } }   each room's whole history, oldest first
-//   publishes:  [{ room, id, key, seq, data }]                     every acknowledged publish (data.id === id)
-//   unanswered: [{ room, id, key }]                                publishes never answered (retries gave up)
-//   broadcasts: [{ key, id, rooms: [names], complete }]            complete: the last answer reached every room
-//   readers:    [{ name, room, events }]                           what each reader read, in order, over every
-//               connection: { t: "welcome", seq, epoch } | { t: "m", seq, id, h } | { t: "lost", from, to, reason }
-//               (h: fnv1a of the message data's JSON text)
-//
-// Every message's data carries a unique `id`: `p:...` for publishes, `b:...` for broadcasts.
+/**
+ * The invariants of the fault soak (fault-soak.ts), as a pure function of what the soak recorded, so that a
+ * test can feed it records that break them (load/test/fault-soak-check.test.ts) and see each reported.
+ * Every message's data carries a unique `id`: `p:...` for publishes, `b:...` for broadcasts.
+ */
+
+/** What a message's data holds for the checker: its id (and whatever else was published). */
+export type SoakData = { id?: string; [field: string]: unknown };
+
+/** What a reader read, in order, over every connection (h: fnv1a of the message data's JSON text). */
+export type ReaderEvent = { t: "welcome"; seq: number; epoch: string } | { t: "m"; seq: number; id: string | undefined; h?: string } | { t: "lost"; from: number; to: number; reason: string };
+
+export interface SoakRecord {
+  /** Each room's whole history, oldest first. */
+  rooms: Record<string, { epoch: string; history: Array<{ seq: number; data: SoakData }> }>;
+  /** Every acknowledged publish (data.id === id). */
+  publishes: Array<{ room: string; id: string; key?: string; seq: number; data: SoakData }>;
+  /** Publishes never answered (retries gave up). */
+  unanswered?: Array<{ room: string; id: string; key?: string }>;
+  /** complete: the last answer reached every room. */
+  broadcasts?: Array<{ key: string; id: string; rooms: string[]; complete: boolean }>;
+  readers: Array<{ name: string; room: string; events: ReaderEvent[] }>;
+}
+
+export interface SoakCheck {
+  ok: boolean;
+  counts: Record<"rooms" | "historyMessages" | "publishesAcknowledged" | "publishesChecked" | "broadcasts" | "broadcastDeliveries" | "readers" | "deliveriesChecked" | "lost" | "duplicates" | "outOfOrder" | "gaps" | "resumes", number>;
+  /** Each broken invariant with its count, and a few instances of each. */
+  violations: Record<string, number>;
+  examples: Record<string, string[]>;
+}
 
 /** 32-bit FNV-1a of a string, as 8 hex digits: what a reader keeps of each message's data. */
-export function fnv1a(text) {
+export function fnv1a(text: string): string {
   let h = 0x811c9dc5;
   for (let i = 0; i < text.length; i++) {
     h ^= text.charCodeAt(i);
@@ -23,25 +41,15 @@ export function fnv1a(text) {
 }
 
 /** The hash a reader records for a message's data. */
-export const dataHash = (data) => fnv1a(JSON.stringify(data));
+export const dataHash = (data: unknown): string => fnv1a(JSON.stringify(data));
 
 const MAX_EXAMPLES = 20;
 
-/**
- * Checks a soak's record. Returns `{ ok, counts, violations }`: `violations` maps each broken invariant to its
- * count, `examples` to a few instances of each.
- * @param {{ rooms: Record<string, { epoch: string, history: { seq: number, data: any }[] }>,
- *   publishes: { room: string, id: string, key?: string, seq: number, data: any }[],
- *   unanswered?: { room: string, id: string, key?: string }[],
- *   broadcasts?: { key: string, id: string, rooms: string[], complete: boolean }[],
- *   readers: { name: string, room: string, events: any[] }[] }} record
- */
-export function checkSoak(record) {
-  /** @type {Record<string, number>} */
-  const violations = {};
-  /** @type {Record<string, string[]>} */
-  const examples = {};
-  const fail = (kind, what) => {
+/** Checks a soak's record: every invariant it breaks, counted, with a few instances each. */
+export function checkSoak(record: SoakRecord): SoakCheck {
+  const violations: Record<string, number> = {};
+  const examples: Record<string, string[]> = {};
+  const fail = (kind: string, what: string): void => {
     violations[kind] = (violations[kind] ?? 0) + 1;
     const list = (examples[kind] ??= []);
     if (list.length < MAX_EXAMPLES) list.push(what);
@@ -63,12 +71,11 @@ export function checkSoak(record) {
   };
 
   // History: seqs 1..n, each once, each message's id once.
-  /** @type {Map<string, { bySeq: Map<number, any>, byId: Map<string, number[]>, last: number }>} */
-  const rooms = new Map();
+  const rooms = new Map<string, { bySeq: Map<number, SoakData>; byId: Map<string, number[]>; last: number }>();
   for (const [room, { history }] of Object.entries(record.rooms)) {
     counts.rooms += 1;
-    const bySeq = new Map();
-    const byId = new Map();
+    const bySeq = new Map<number, SoakData>();
+    const byId = new Map<string, number[]>();
     let expected = 1;
     for (const message of history) {
       counts.historyMessages += 1;
@@ -90,9 +97,8 @@ export function checkSoak(record) {
   }
 
   // Every acknowledged publish: in its room's history once, at its seq, with its data.
-  const known = new Map([...rooms.keys()].map((room) => [room, new Set()]));
-  /** @type {Map<string, Map<number, string>>} */
-  const answeredSeqs = new Map();
+  const known = new Map([...rooms.keys()].map((room) => [room, new Set<string>()]));
+  const answeredSeqs = new Map<string, Map<number, string>>();
   for (const publish of record.publishes) {
     const room = rooms.get(publish.room);
     known.get(publish.room)?.add(publish.id);
@@ -137,8 +143,8 @@ export function checkSoak(record) {
   // a `lost` event said so (and in this soak, which keeps every message in history, there should be none).
   for (const reader of record.readers) {
     const room = rooms.get(reader.room);
-    let expected = null;
-    const seen = new Set();
+    let expected: number | null = null;
+    const seen = new Set<number>();
     let welcomes = 0;
     for (const event of reader.events) {
       if (event.t === "welcome") {
@@ -187,24 +193,24 @@ export function checkSoak(record) {
 }
 
 /** A small record that passes: two rooms, two publishes and a broadcast each, readers that resumed once. */
-export function cleanRecord() {
-  const p = (room, n) => ({ id: `p:${room}:${n}`, n });
+export function cleanRecord(): SoakRecord & { unanswered: []; broadcasts: NonNullable<SoakRecord["broadcasts"]> } {
+  const p = (room: string, n: number): SoakData => ({ id: `p:${room}:${n}`, n });
   const b = { id: "b:k1", b: "k1" };
-  const history = (room) => [
+  const history = (room: string): Array<{ seq: number; data: SoakData }> => [
     { seq: 1, data: p(room, 1) },
     { seq: 2, data: b },
     { seq: 3, data: p(room, 2) },
   ];
   const rooms = { a: { epoch: "e-a", history: history("a") }, z: { epoch: "e-z", history: history("z") } };
-  const publishes = ["a", "z"].flatMap((room) => [
+  const publishes = ["a", "z"].flatMap((room): SoakRecord["publishes"] => [
     { room, id: `p:${room}:1`, key: `k-${room}-1`, seq: 1, data: p(room, 1) },
     { room, id: `p:${room}:2`, key: `k-${room}-2`, seq: 3, data: p(room, 2) },
   ]);
-  const message = (room, seq) => {
-    const data = rooms[room].history[seq - 1].data;
+  const message = (room: "a" | "z", seq: number): ReaderEvent => {
+    const data = rooms[room].history[seq - 1]?.data ?? {};
     return { t: "m", seq, id: data.id, h: dataHash(data) };
   };
-  const readers = ["a", "z"].flatMap((room) => [
+  const readers = (["a", "z"] as const).flatMap((room): SoakRecord["readers"] => [
     { name: `${room}-0`, room, events: [{ t: "welcome", seq: 0, epoch: `e-${room}` }, message(room, 1), message(room, 2), message(room, 3)] },
     // Cut after seq 1, resumed with since=1.
     { name: `${room}-1`, room, events: [{ t: "welcome", seq: 0, epoch: `e-${room}` }, message(room, 1), { t: "welcome", seq: 2, epoch: `e-${room}` }, message(room, 2), message(room, 3)] },
@@ -212,47 +218,50 @@ export function cleanRecord() {
   return { rooms, publishes, unanswered: [], broadcasts: [{ key: "k1", id: "b:k1", rooms: ["a", "z"], complete: true }], readers };
 }
 
+type Clean = ReturnType<typeof cleanRecord>;
+const reader = (r: Clean, i: number) => r.readers[i] as SoakRecord["readers"][number];
+
 /** Corruptions of `cleanRecord()`, each with the violation the checker must report for it. */
-export const CORRUPTIONS = [
+export const CORRUPTIONS: ReadonlyArray<{ name: string; expect: string; corrupt: (r: Clean) => void }> = [
   {
     name: "a reader skips one seq",
     expect: "gap",
-    corrupt: (r) => r.readers[0].events.splice(2, 1),
+    corrupt: (r) => void reader(r, 0).events.splice(2, 1),
   },
   {
     name: "a reader gets one delivery twice",
     expect: "duplicate delivery",
-    corrupt: (r) => r.readers[1].events.splice(4, 0, { ...r.readers[1].events[3] }),
+    corrupt: (r) => void reader(r, 1).events.splice(4, 0, { ...(reader(r, 1).events[3] as ReaderEvent) }),
   },
   {
     name: "a reader gets two messages swapped",
     expect: "out of order",
     corrupt: (r) => {
-      const e = r.readers[0].events;
-      [e[2], e[3]] = [e[3], e[2]];
+      const e = reader(r, 0).events;
+      [e[2], e[3]] = [e[3] as ReaderEvent, e[2] as ReaderEvent];
     },
   },
   {
     name: "a reader stops before the room's last message",
     expect: "reader behind at the end",
-    corrupt: (r) => r.readers[0].events.pop(),
+    corrupt: (r) => void reader(r, 0).events.pop(),
   },
   {
     name: "a reader is told `lost`",
     expect: "lost event",
-    corrupt: (r) => r.readers[0].events.splice(2, 1, { t: "lost", from: 2, to: 2, reason: "history" }),
+    corrupt: (r) => void reader(r, 0).events.splice(2, 1, { t: "lost", from: 2, to: 2, reason: "history" }),
   },
   {
     name: "a reader gets other data at a seq",
     expect: "delivered data differs from history",
-    corrupt: (r) => (r.readers[0].events[1].h = "00000000"),
+    corrupt: (r) => void (reader(r, 0).events[1] = { ...(reader(r, 0).events[1] as ReaderEvent & { t: "m" }), h: "00000000" }),
   },
   {
     name: "an acknowledged publish is missing from history",
     expect: "acknowledged publish lost",
     corrupt: (r) => {
       // History without seq 3, and readers that never saw it.
-      r.rooms.a.history.pop();
+      r.rooms.a?.history.pop();
       for (const reader of r.readers.filter((x) => x.room === "a")) reader.events.pop();
     },
   },
@@ -260,22 +269,23 @@ export const CORRUPTIONS = [
     name: "a message is in history twice",
     expect: "message twice in history",
     corrupt: (r) => {
-      r.rooms.a.history.push({ seq: 4, data: r.rooms.a.history[0].data });
-      for (const reader of r.readers.filter((x) => x.room === "a")) reader.events.push({ t: "m", seq: 4, id: "p:a:1", h: dataHash(r.rooms.a.history[0].data) });
+      const first = r.rooms.a?.history[0]?.data ?? {};
+      r.rooms.a?.history.push({ seq: 4, data: first });
+      for (const reader of r.readers.filter((x) => x.room === "a")) reader.events.push({ t: "m", seq: 4, id: "p:a:1", h: dataHash(first) });
     },
   },
   {
     name: "a broadcast is delivered twice in a room",
     expect: "broadcast twice in a room",
     corrupt: (r) => {
-      r.rooms.z.history.push({ seq: 4, data: { id: "b:k1", b: "k1" } });
+      r.rooms.z?.history.push({ seq: 4, data: { id: "b:k1", b: "k1" } });
       for (const reader of r.readers.filter((x) => x.room === "z")) reader.events.push({ t: "m", seq: 4, id: "b:k1", h: dataHash({ id: "b:k1", b: "k1" }) });
     },
   },
   {
     name: "an acknowledged publish holds other data",
     expect: "acknowledged publish with other data",
-    corrupt: (r) => (r.publishes[0].data = { ...r.publishes[0].data, n: 99 }),
+    corrupt: (r) => void ((r.publishes[0] as SoakRecord["publishes"][number]).data = { ...r.publishes[0]?.data, n: 99 }),
   },
 ];
 
@@ -283,7 +293,7 @@ export const CORRUPTIONS = [
  * Runs the checker on the clean record (it must pass) and on each corruption (it must report the corruption's
  * violation). Returns one line per case: `{ name, expect, reported, ok }`.
  */
-export function selfCheck() {
+export function selfCheck(): Array<{ name: string; expect: string; reported: string[]; ok: boolean }> {
   const results = [];
   const clean = checkSoak(cleanRecord());
   results.push({ name: "the clean record", expect: "no violation", reported: Object.keys(clean.violations), ok: clean.ok });
