@@ -103,7 +103,7 @@ Target (loopback only unless --allow-remote):
   --spawn                start the local server (local-server/server.mjs) on --port for this run
   --port N               port for --spawn (default 18201)
   --baseline-only        run only against the baselines named (the Node one when none is named)
-\${baselineUsage()}
+${baselineUsage()}
   --baseline-durable     the Node baseline commits history to SQLite (WAL, synchronous=FULL) before it answers each
                          publish, as the service does (needs: npm install --no-save better-sqlite3@12.11.1)
   --server-pid PID       process to sample (default: whoever listens on the target port)
@@ -168,9 +168,10 @@ function int(value: string | undefined, name: string, fallback: number, min: num
 
 /** The baselines' flags and port options, from their table. */
 function baselineUsage(): string {
-  const lines = BASELINES.filter((b) => b.flag).map((b) => `  --${b.flag}`.padEnd(25) + b.help);
+  const line = (left: string, text: string): string => (left.length < 23 ? `  ${left.padEnd(23)}${text}` : `  ${left}\n${" ".repeat(25)}${text}`);
+  const lines = BASELINES.filter((b) => b.flag).map((b) => line(`--${b.flag}`, b.help));
   const ports = new Map(BASELINES.map((b) => [b.port.option, b.port.default] as const));
-  for (const [option, port] of ports) lines.push(`  --${option} N`.padEnd(25) + `port of ${BASELINES.filter((b) => b.port.option === option).map((b) => `${b.name}${b.port.offset ? ` (+${b.port.offset})` : ""}`).join(", ")} (default ${port})`);
+  for (const [option, port] of ports) lines.push(line(`--${option} N`, `port of ${BASELINES.filter((b) => b.port.option === option).map((b) => `${b.name}${b.port.offset ? ` (+${b.port.offset})` : ""}`).join(", ")} (default ${port})`));
   return lines.join("\n");
 }
 

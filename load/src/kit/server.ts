@@ -136,6 +136,8 @@ export class Server {
     if (await answersHealth(this.port)) throw new Error(`port ${this.port} is already in use; pick another port`);
     const args = this.command();
     this.launches++;
+    // What it prints from here is this start's: its runtime's pid among it.
+    this.log = "";
     const env: NodeJS.ProcessEnv = { ...process.env, PORT: String(this.port), DATA_DIR: this.dataDir, ...this.spec.env };
     for (const name of this.spec.unsetEnv ?? []) delete env[name];
     const limit = this.spec.fdLimit;
@@ -182,7 +184,7 @@ export class Server {
     return this.spec.kind === "ours" && /accept gate on/.test(this.log) ? this.child?.pid : undefined;
   }
 
-  /** Everything it printed (the last 200,000 characters). */
+  /** Everything it printed since it last started (the last 200,000 characters). */
   output(): string {
     return this.log;
   }
