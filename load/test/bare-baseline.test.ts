@@ -3,58 +3,25 @@
  * wire protocol for the load tool's clients: run on workerd as the load tool
  * runs it (load/dist/bare-server.js), on a loopback port of its own.
  */
-import { spawn, execFileSync, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { execFileSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import { parseLoadOptions, targetLabels } from "../src/options";
+import { freePort } from "../../test/helpers/server";
 import { parseServerFrame, type ServerEvent } from "../../protocol";
+import { Server, stopAllServers } from "../src/kit/server";
+import { parseLoadOptions, targetLabels } from "../src/options";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 
-interface Bare {
-  child: ChildProcess;
-  url: string;
-  ws: string;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
-    });
-  });
-}
-
-async function startBare(dataDir: string, durable: boolean): Promise<Bare> {
-  const port = await freePort();
-  const child = spawn(process.execPath, ["load/dist/bare-server.js", "--port", String(port), "--data", dataDir, ...(durable ? ["--durable"] : [])], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
-  const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    const ok = await fetch(`${url}/healthz`).then((r) => r.ok, () => false);
-    if (ok) return { child, url, ws: `ws://127.0.0.1:${port}` };
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error("the bare baseline did not start");
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-async function stop(bare: Bare): Promise<void> {
-  const exited = new Promise((r) => bare.child.once("exit", r));
-  bare.child.kill("SIGTERM");
-  await exited;
+/** The bare baseline as every benchmark starts it (the kit's server start), on a free port of its own. */
+async function startBare(durable: boolean): Promise<Server> {
+  return Server.start({ kind: durable ? "bare-durable" : "bare", port: await freePort() });
 }
 
 /** Opens a socket and collects every event it receives. */
-async function subscribe(bare: Bare, room: string): Promise<{ ws: WebSocket; events: ServerEvent[]; texts: string[] }> {
-  const ws = new WebSocket(`${bare.ws}/rooms/${room}/ws`, { perMessageDeflate: false });
+async function subscribe(bare: Server, room: string): Promise<{ ws: WebSocket; events: ServerEvent[]; texts: string[] }> {
+  const ws = new WebSocket(`${bare.wsUrl}/rooms/${room}/ws`, { perMessageDeflate: false });
   const events: ServerEvent[] = [];
   const texts: string[] = [];
   ws.on("message", (data) => {
@@ -79,27 +46,19 @@ async function until(condition: () => boolean, ms = 5000): Promise<void> {
   }
 }
 
-async function publish(bare: Bare, room: string, body: string): Promise<{ status: number; json: unknown }> {
+async function publish(bare: Server, room: string, body: string): Promise<{ status: number; json: unknown }> {
   const res = await fetch(`${bare.url}/rooms/${room}/publish`, { method: "POST", body, headers: { "content-type": "application/json" } });
   return { status: res.status, json: await res.json() };
 }
 
-const dirs: string[] = [];
 beforeAll(() => {
   execFileSync(process.execPath, ["load/build.mjs"], { cwd: root, stdio: "inherit" });
 }, 60_000);
-afterAll(() => {
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-});
-const dataDir = (): string => {
-  const dir = mkdtempSync(join(tmpdir(), "bare-test-"));
-  dirs.push(dir);
-  return dir;
-};
+afterAll(() => stopAllServers());
 
 describe("the bare workerd baseline", () => {
   it("welcomes a socket, sends each publish to it as a message event and answers the publisher with seq and recipients", async () => {
-    const bare = await startBare(dataDir(), false);
+    const bare = await startBare(false);
     try {
       const { ws, events } = await subscribe(bare, "lobby");
       const welcome = events[0];
@@ -123,15 +82,15 @@ describe("the bare workerd baseline", () => {
       expect(await publish(bare, "other-room", "{}")).toEqual({ status: 200, json: { room: "other-room", seq: 1, recipients: 0 } });
       ws.close();
     } finally {
-      await stop(bare);
+      await bare.stop();
     }
   }, 60_000);
 
   it("holds a multiplexed connection in its Worker: a subscribed event per room from the room's welcome, then each room's messages naming it", async () => {
-    const bare = await startBare(dataDir(), false);
+    const bare = await startBare(false);
     try {
       await publish(bare, "mx-b", "0");
-      const ws = new WebSocket(`${bare.ws}/ws`, { perMessageDeflate: false });
+      const ws = new WebSocket(`${bare.wsUrl}/ws`, { perMessageDeflate: false });
       const events: Array<Record<string, unknown>> = [];
       ws.on("message", (data) => {
         const parsed = parseServerFrame(String(data));
@@ -160,12 +119,12 @@ describe("the bare workerd baseline", () => {
       expect(await pong).toBe("pong");
       ws.close();
     } finally {
-      await stop(bare);
+      await bare.stop();
     }
   }, 60_000);
 
   it("answers every message of a batched publish with its own room's seq", async () => {
-    const bare = await startBare(dataDir(), false);
+    const bare = await startBare(false);
     try {
       await publish(bare, "a", "1");
       const res = await fetch(`${bare.url}/publish`, { method: "POST", body: JSON.stringify({ messages: [{ room: "a", data: 2 }, { room: "b", data: 1 }, { room: "a", data: 3 }] }) });
@@ -175,24 +134,22 @@ describe("the bare workerd baseline", () => {
       expect(body.results.filter((r) => r.room === "a").map((r) => r.seq).sort()).toEqual([2, 3]);
       expect(body.results.find((r) => r.room === "b")?.seq).toBe(1);
     } finally {
-      await stop(bare);
+      await bare.stop();
     }
   }, 60_000);
 
-  it("keeps a durable room's seq across a restart on the same data directory, and only the durable one", async () => {
+  it("keeps a durable room's seq across a restart on the same data directory (the kit's restart), and only the durable one", async () => {
     for (const durable of [true, false]) {
-      const dir = dataDir();
-      const first = await startBare(dir, durable);
-      await publish(first, "kept", "1");
-      await publish(first, "kept", "2");
-      await stop(first);
-      const second = await startBare(dir, durable);
+      const bare = await startBare(durable);
       try {
-        const { events } = await subscribe(second, "kept");
+        await publish(bare, "kept", "1");
+        await publish(bare, "kept", "2");
+        await bare.restart();
+        const { events } = await subscribe(bare, "kept");
         expect(events[0]).toMatchObject({ type: "welcome", seq: durable ? 2 : 0 });
-        expect((await publish(second, "kept", "3")).json).toMatchObject({ seq: durable ? 3 : 1 });
+        expect((await publish(bare, "kept", "3")).json).toMatchObject({ seq: durable ? 3 : 1 });
       } finally {
-        await stop(second);
+        await bare.stop();
       }
     }
   }, 90_000);
