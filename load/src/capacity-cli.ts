@@ -5,7 +5,7 @@
  */
 import { readFileSync } from "node:fs";
 import { totalmem } from "node:os";
-import { parseArgs } from "node:util";
+import { parseValues, readNumber, type OptionSpecs } from "./kit/args";
 import { DEFAULT_ACK_DELAY_MS } from "../../client-sdk/src/client";
 import { PING_INTERVAL_SECONDS } from "../../protocol";
 import { DEFAULTS } from "../../common/settings";
@@ -114,69 +114,26 @@ function ownDescriptorLimit(): number {
 }
 
 function num(v: string | undefined, name: string, fallback: number): number {
-  if (v === undefined) return fallback;
-  const n = Number(v);
-  if (!Number.isFinite(n) || n < 0) throw new Error(`--${name} must be a non-negative number, got ${v}`);
-  return n;
+  return readNumber(v, name, fallback, { min: 0 });
 }
 
+/** The capacity tool's options (their help is USAGE). */
+const CAPACITY_OPTIONS = {
+  connections: {}, "msgs-per-conn": {}, "room-size": {}, payload: {}, "publish-via": {},
+  from: { multiple: true }, "memory-per-conn": {}, "kernel-per-conn": {}, "cpu-per-delivery": {},
+  "cpu-per-publish": {}, "cpu-per-ack": {}, "host-memory-gb": {}, "host-fds": {}, threads: {}, "link-mbit": {},
+  "session-minutes": {}, "rows-per-message": {}, "no-ping-billing": { flag: true }, "ack-delay-ms": {},
+  "ack-kib": {}, "vps-price": {}, "vps-memory-gb": {}, "vps-fds": {}, "vps-link-mbit": {},
+  "vps-transfer-tb": {}, "vps-transfer-usd-per-gb": {}, "shard-sockets": {}, "room-rate": {},
+  "root-sockets": {}, "sharded-grid": { flag: true }, "shard-from": {}, "leaf-budget": {}, "send-us": {},
+  "push-issue-us": {}, "push-receive-us": {}, "rpc-latency-ms": {}, "rpc-concurrency": {},
+  "rooms-per-connection": {}, hubs: {}, "max-connections-per-hub": {}, "hub-budget": {}, "mux-from": {},
+  "history-rules": {}, "rule-rooms": { multiple: true }, "history-max-messages": {}, "history-max-age": {},
+  "key-bytes": {}, "dedupe-seconds": {}, json: { flag: true },
+} as const satisfies OptionSpecs;
+
 function main(): number {
-  const { values } = parseArgs({
-    args: process.argv.slice(2),
-    strict: true,
-    options: {
-      connections: { type: "string" },
-      "msgs-per-conn": { type: "string" },
-      "room-size": { type: "string" },
-      payload: { type: "string" },
-      "publish-via": { type: "string" },
-      from: { type: "string", multiple: true },
-      "memory-per-conn": { type: "string" },
-      "kernel-per-conn": { type: "string" },
-      "cpu-per-delivery": { type: "string" },
-      "cpu-per-publish": { type: "string" },
-      "cpu-per-ack": { type: "string" },
-      "host-memory-gb": { type: "string" },
-      "host-fds": { type: "string" },
-      threads: { type: "string" },
-      "link-mbit": { type: "string" },
-      "session-minutes": { type: "string" },
-      "rows-per-message": { type: "string" },
-      "no-ping-billing": { type: "boolean" },
-      "ack-delay-ms": { type: "string" },
-      "ack-kib": { type: "string" },
-      "vps-price": { type: "string" },
-      "vps-memory-gb": { type: "string" },
-      "vps-fds": { type: "string" },
-      "vps-link-mbit": { type: "string" },
-      "vps-transfer-tb": { type: "string" },
-      "vps-transfer-usd-per-gb": { type: "string" },
-      "shard-sockets": { type: "string" },
-      "room-rate": { type: "string" },
-      "root-sockets": { type: "string" },
-      "sharded-grid": { type: "boolean" },
-      "shard-from": { type: "string" },
-      "leaf-budget": { type: "string" },
-      "send-us": { type: "string" },
-      "push-issue-us": { type: "string" },
-      "push-receive-us": { type: "string" },
-      "rpc-latency-ms": { type: "string" },
-      "rpc-concurrency": { type: "string" },
-      "rooms-per-connection": { type: "string" },
-      hubs: { type: "string" },
-      "max-connections-per-hub": { type: "string" },
-      "hub-budget": { type: "string" },
-      "mux-from": { type: "string" },
-      "history-rules": { type: "string" },
-      "rule-rooms": { type: "string", multiple: true },
-      "history-max-messages": { type: "string" },
-      "history-max-age": { type: "string" },
-      "key-bytes": { type: "string" },
-      "dedupe-seconds": { type: "string" },
-      json: { type: "boolean" },
-      help: { type: "boolean", short: "h" },
-    },
-  });
+  const { values } = parseValues(process.argv.slice(2), CAPACITY_OPTIONS);
   if (values.help) {
     process.stdout.write(USAGE);
     return 0;

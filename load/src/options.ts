@@ -1,7 +1,6 @@
-import { parseArgs } from "node:util";
 import { resolve } from "node:path";
 import { MAX_ROOMS_PER_CONNECTION } from "../../common/settings";
-import { readChoice, readNumber, readPairs, UsageRequested } from "./kit/args";
+import { parseValues, readChoice, readNumber, readPairs, UsageRequested, type OptionSpecs } from "./kit/args";
 import { BASELINES, baselineNamed, type Baseline } from "./kit/baselines";
 
 export const SCENARIOS = ["connect", "fanout", "slow", "storm", "broadcast"] as const;
@@ -175,58 +174,18 @@ function baselineUsage(): string {
   return lines.join("\n");
 }
 
+/** The load tool's options (their help is USAGE, grouped by what they are for), the baselines' flags and ports from their table. */
+const LOAD_OPTIONS = {
+  ...Object.fromEntries(BASELINES.flatMap((b) => [...(b.flag ? [[b.flag, { flag: true }] as const] : []), [b.port.option, {}] as const])),
+  url: {}, spawn: { flag: true }, port: {}, "baseline-only": { flag: true }, "baseline-durable": { flag: true }, "server-gate": {}, "server-dir": {}, "server-pid": {},
+  "allow-remote": { flag: true }, "publish-header": { multiple: true }, "ws-param": { multiple: true }, "server-var": { multiple: true },
+  procs: {}, sources: {}, "in-flight": {}, "handshake-timeout": {}, "ack-bytes": {}, mux: {}, sockets: {}, rooms: {}, wave: {}, hold: {}, rate: {}, publishers: {},
+  payload: {}, duration: {}, deadline: {}, "slow-fraction": {}, "slow-count": {}, stall: {}, "drop-at": {}, mode: {}, "backoff-base": {}, "backoff-max": {}, select: {},
+  "sample-ms": {}, "max-seconds": {}, json: { flag: true }, out: {}, "no-report": { flag: true }, quiet: { flag: true },
+} as const satisfies OptionSpecs;
+
 export function parseLoadOptions(argv: string[]): LoadOptions {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    strict: true,
-    options: {
-      url: { type: "string" },
-      spawn: { type: "boolean" },
-      port: { type: "string" },
-      ...Object.fromEntries(BASELINES.flatMap((b) => (b.flag ? [[b.flag, { type: "boolean" as const }]] : []))),
-      ...Object.fromEntries(BASELINES.map((b) => [b.port.option, { type: "string" as const }])),
-      "baseline-only": { type: "boolean" },
-      "baseline-durable": { type: "boolean" },
-      "server-gate": { type: "string" },
-      "server-dir": { type: "string" },
-      "server-pid": { type: "string" },
-      "allow-remote": { type: "boolean" },
-      "publish-header": { type: "string", multiple: true },
-      "ws-param": { type: "string", multiple: true },
-      "server-var": { type: "string", multiple: true },
-      procs: { type: "string" },
-      sources: { type: "string" },
-      "in-flight": { type: "string" },
-      "handshake-timeout": { type: "string" },
-      "ack-bytes": { type: "string" },
-      mux: { type: "string" },
-      sockets: { type: "string" },
-      rooms: { type: "string" },
-      wave: { type: "string" },
-      hold: { type: "string" },
-      rate: { type: "string" },
-      publishers: { type: "string" },
-      payload: { type: "string" },
-      duration: { type: "string" },
-      deadline: { type: "string" },
-      "slow-fraction": { type: "string" },
-      "slow-count": { type: "string" },
-      stall: { type: "string" },
-      "drop-at": { type: "string" },
-      mode: { type: "string" },
-      "backoff-base": { type: "string" },
-      "backoff-max": { type: "string" },
-      select: { type: "string" },
-      "sample-ms": { type: "string" },
-      "max-seconds": { type: "string" },
-      json: { type: "boolean" },
-      out: { type: "string" },
-      "no-report": { type: "boolean" },
-      quiet: { type: "boolean" },
-      help: { type: "boolean", short: "h" },
-    },
-  });
+  const { values, positionals } = parseValues(argv, LOAD_OPTIONS, true);
   if (values.help) throw new UsageRequested();
   const scenario = positionals[0];
   if (!scenario || !(SCENARIOS as readonly string[]).includes(scenario)) {
@@ -234,8 +193,8 @@ export function parseLoadOptions(argv: string[]): LoadOptions {
   }
   const name = scenario as ScenarioName;
   const d = DEFAULTS[name];
-  const mode = readChoice(values.mode as string | undefined, "mode", ["client", "server"], "client");
-  const select = readChoice(values.select as string | undefined, "select", ["rooms", "prefix"], "rooms");
+  const mode = readChoice(values.mode, "mode", ["client", "server"], "client");
+  const select = readChoice(values.select, "select", ["rooms", "prefix"], "rooms");
   const given = values as Record<string, string | boolean | string[] | undefined>;
 
   const options: LoadOptions = {

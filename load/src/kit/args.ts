@@ -13,8 +13,8 @@ export interface OptionSpec {
   short?: string;
   /** The value when the option is not given. */
   default?: string;
-  /** One line for --help. */
-  help: string;
+  /** One line for --help (a command with a usage text of its own leaves it out). */
+  help?: string;
 }
 
 export type OptionSpecs = Record<string, OptionSpec>;
@@ -128,8 +128,11 @@ export class Options<K extends string> {
   }
 }
 
-/** Parses `argv` by `specs`; throws UsageRequested for --help and a clear error for anything unknown. */
-export function parseOptions<S extends OptionSpecs>(argv: readonly string[], specs: S, positionals = false): Options<Extract<keyof S, string>> {
+/** The values parsed for `specs`: a flag's boolean, a repeated option's list, anyone else's text (absent when not given). */
+export type Values<S extends OptionSpecs> = { [K in keyof S]?: S[K]["flag"] extends true ? boolean : S[K]["multiple"] extends true ? string[] : string };
+
+/** Parses `argv` by `specs` (with --help, -h); refuses unknown options, and positionals unless allowed. */
+export function parseValues<const S extends OptionSpecs>(argv: readonly string[], specs: S, positionals = false): { values: Values<S> & { help?: boolean }; positionals: string[] } {
   const options: Record<string, { type: "string" | "boolean"; multiple?: boolean; short?: string; default?: string }> = {
     help: { type: "boolean", short: "h" },
   };
@@ -142,13 +145,19 @@ export function parseOptions<S extends OptionSpecs>(argv: readonly string[], spe
     };
   }
   const parsed = parseArgs({ args: [...argv], options, allowPositionals: positionals, strict: true });
+  return { values: parsed.values as Values<S> & { help?: boolean }, positionals: parsed.positionals };
+}
+
+/** Parses `argv` by `specs` into options read by name; throws UsageRequested for --help and a clear error for anything unknown. */
+export function parseOptions<const S extends OptionSpecs>(argv: readonly string[], specs: S, positionals = false): Options<Extract<keyof S, string>> {
+  const parsed = parseValues(argv, specs, positionals);
   if (parsed.values.help === true) throw new UsageRequested();
   return new Options(parsed.values as Record<string, Value>, parsed.positionals, argv);
 }
 
 /** The option lines of a usage text, from the same specs the parser reads. */
 export function optionsUsage(specs: OptionSpecs): string {
-  const rows = Object.entries(specs).map(([name, spec]) => [`--${name}${spec.flag ? "" : " V"}`, `${spec.help}${spec.default !== undefined && spec.default !== "" ? ` (default ${spec.default})` : ""}`] as const);
+  const rows = Object.entries(specs).map(([name, spec]) => [`--${name}${spec.flag ? "" : " V"}`, `${spec.help ?? ""}${spec.default !== undefined && spec.default !== "" ? ` (default ${spec.default})` : ""}`] as const);
   const width = Math.max(0, ...rows.map(([left]) => left.length));
   return rows.map(([left, right]) => `  ${left.padEnd(width)}  ${right}`).join("\n");
 }
