@@ -19,7 +19,9 @@ export const MAX_CLOSE_RECORDS = 20_000;
  *
  * A protocol is a subclass: the path it opens, what each event means (which
  * messages go into which room's ledger, what the ack names), and what it does
- * once welcomed before it counts as connected.
+ * once welcomed before it counts as connected; one that is not the service's
+ * own reads its frames (`readFrame`) and sends its heartbeat (`pingFrame`)
+ * its way, and acks nothing if it never sets `toAck`.
  */
 export abstract class SocketClient implements SimulatedClient {
   protected ws: WebSocket | undefined;
@@ -152,25 +154,36 @@ export abstract class SocketClient implements SimulatedClient {
     });
   }
 
-  /** Counts one text frame and hands its events over; returns true when it carried the welcome. */
+  /** Counts one text frame and reads it; acks when enough is unacknowledged; returns true when it carried the welcome. */
   private onFrame(data: Buffer): boolean {
-    const now = Date.now();
-    const s = this.stats;
-    s.frames++;
-    s.bytes += data.length;
+    this.stats.frames++;
+    this.stats.bytes += data.length;
     this.unackedBytes += data.length;
-    const text = data.toString();
+    const welcomed = this.readFrame(data.toString(), Date.now());
+    const threshold = this.config.ackBytes > 0 ? this.config.ackBytes : this.window / 4;
+    if (this.toAck !== null && threshold > 0 && this.unackedBytes >= threshold) this.ack();
+    return welcomed;
+  }
+
+  /** One frame of the service's protocol: a pong, or JSON events, each handed to `onEvent`. Another protocol reads its own frames. */
+  protected readFrame(text: string, now: number): boolean {
     if (text === PONG) {
-      s.pongs++;
+      this.stats.pongs++;
       return false;
     }
     const parsed = parseServerFrame(text);
+    if (!parsed.ok) {
+      this.stats.parseErrors++;
+      return false;
+    }
     let welcomed = false;
-    if (parsed.ok) for (const event of parsed.value) welcomed = this.onEvent(event, now) || welcomed;
-    else s.parseErrors++;
-    const threshold = this.config.ackBytes > 0 ? this.config.ackBytes : this.window / 4;
-    if (threshold > 0 && this.unackedBytes >= threshold) this.ack();
+    for (const event of parsed.value) welcomed = this.onEvent(event, now) || welcomed;
     return welcomed;
+  }
+
+  /** The heartbeat frame of the protocol. */
+  protected pingFrame(): string {
+    return PING;
   }
 
   /** A welcome: the window it announces, nothing owed, and one more welcome counted. */
@@ -245,7 +258,7 @@ export abstract class SocketClient implements SimulatedClient {
 
   /** Heartbeat: a ping when nothing was sent for the interval (stalled clients too). */
   tick(now: number): void {
-    if (this.isOpen && now - this.lastSentAt >= this.config.pingIntervalMs) this.send(PING);
+    if (this.isOpen && now - this.lastSentAt >= this.config.pingIntervalMs) this.send(this.pingFrame());
   }
 
   /** Stops reading the socket: the kernel buffers fill and the server sees a stalled reader. */
