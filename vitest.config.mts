@@ -34,6 +34,18 @@ export default defineConfig({
           hookTimeout: 60_000,
         },
       },
+      {
+        // The load and capacity tool, beside it: its arithmetic, its clients and baselines against real servers.
+        test: {
+          name: "load",
+          include: ["load/test/**/*.test.ts"],
+          environment: "node",
+          globalSetup: ["test/helpers/global-setup.ts"],
+          fileParallelism: false,
+          testTimeout: 60_000,
+          hookTimeout: 60_000,
+        },
+      },
     ],
   },
 });

@@ -164,9 +164,3 @@ export function isSlowClient(index: number, fraction: number, count = -1, total 
   const hashed = Math.imul(index + 1, 2654435761) >>> 0;
   return hashed % 10_000 < Math.round(fraction * 10_000);
 }
-
-/** Full-jitter backoff: uniform in [0, min(max, base·2^attempt)). */
-export function fullJitterDelay(attempt: number, baseMs: number, maxMs: number, random: () => number = Math.random): number {
-  const cap = Math.min(maxMs, baseMs * 2 ** Math.min(attempt, 30));
-  return Math.floor(random() * cap);
-}

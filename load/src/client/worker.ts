@@ -5,7 +5,8 @@
  */
 import { muxRoomsOf } from "../options";
 import { addTotals, emptyTotals } from "../stats/ledger";
-import { ClientStats, LoadClient } from "./load-client";
+import { ClientStats } from "./client-stats";
+import { RoomLoadClient } from "./room-client";
 import { MuxLoadClient } from "./mux-client";
 import type { SimulatedClient } from "./simulated";
 import {
@@ -46,7 +47,7 @@ function clientFor(index: number): SimulatedClient {
     client =
       config.mux > 0
         ? new MuxLoadClient(index, muxRoomsOf(index, config.mux, config.rooms), group, source, config, stats)
-        : new LoadClient(index, config.rooms[index % config.rooms.length] as string, group, source, config, stats);
+        : new RoomLoadClient(index, config.rooms[index % config.rooms.length] as string, group, source, config, stats);
     clients.set(index, client);
   }
   return client;
