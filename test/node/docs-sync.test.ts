@@ -332,3 +332,11 @@ describe("links between the docs", () => {
     });
   }
 });
+
+describe("README.md", () => {
+  it("links every page of docs/", () => {
+    const linked = new Set([...read("README.md").matchAll(/\]\((docs\/[\w.-]+\.md)[)#]/g)].map((m) => m[1]!));
+    const pages = readdirSync(`${repo}docs`).filter((f) => f.endsWith(".md")).map((f) => `docs/${f}`);
+    expect(pages.filter((page) => !linked.has(page))).toEqual([]);
+  });
+});
