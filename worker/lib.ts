@@ -15,8 +15,8 @@
  *   room whose class overrides onConnect, onClientFrame or onClose keeps all
  *   its sockets in its own object, so it does not need it.
  *
- * The README's "Add fan-out to your own worker" and docs/hooks.md show the
- * whole setup; examples/chat is a complete worker that uses it.
+ * docs/library.md ("Add fan-out to your own worker") and docs/hooks.md show
+ * the whole setup; examples/chat is a complete worker that uses it.
  *
  * @example
  * import { Hono } from "hono";

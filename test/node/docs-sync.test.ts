@@ -184,14 +184,28 @@ describe("docs/pusher.md", () => {
   });
 });
 
-describe("the configuration tables of the README and the guides", () => {
-  for (const path of ["README.md", "docs/coordinator.md", "docs/sharded-rooms.md", "docs/webhooks.md", "docs/multiplexing.md"]) {
+describe("the configuration tables of docs/configuration.md and the guides", () => {
+  const tables: [path: string, heading: string][] = [
+    ["docs/configuration.md", "## The vars most deployments touch"],
+    ["docs/coordinator.md", "## Configuration"],
+    ["docs/sharded-rooms.md", "## Configuration"],
+    ["docs/webhooks.md", "## Configuration"],
+    ["docs/multiplexing.md", "## Configuration"],
+  ];
+  for (const [path, heading] of tables) {
     it(`${path}: every var is a setting with the default the service has, each listed once`, () => {
-      const documented = documentedDefaults(tableUnder(read(path), "## Configuration"), "var", "default");
+      const documented = documentedDefaults(tableUnder(read(path), heading), "var", "default");
       expect(documented.length).toBeGreaterThan(0);
       expect(limitsMismatches(documented, { everyLimit: false })).toEqual([]);
     });
   }
+
+  it("docs/configuration.md: lists every setting that is not a limit once, secrets as secrets", () => {
+    const rows = tableUnder(read("docs/configuration.md"), "## Settings that are not limits");
+    const documented = rows.flatMap((row) => varNames(row.setting ?? "").map((name) => `${name} ${row.kind}`));
+    const expected = [...TEXT_SETTINGS.map((name) => `${name} var`), ...SECRETS.map((name) => `${name} secret`)];
+    expect(documented.sort()).toEqual(expected.sort());
+  });
 });
 
 describe("wrangler.toml", () => {
@@ -239,7 +253,7 @@ describe("secrets in the docs' commands", () => {
 describe("npm pack", () => {
   it("writes tarballs git ignores, where the READMEs say it does: a pack leaves the checkout clean", async () => {
     const tarballs = [
-      ...[...read("README.md").matchAll(/`npm pack` builds `([\w.-]+\.tgz)`/g)].map((m) => m[1]!),
+      ...[...read("docs/library.md").matchAll(/`npm pack` builds `([\w.-]+\.tgz)`/g)].map((m) => m[1]!),
       ...[...read("client-sdk/README.md").matchAll(/cd client-sdk && npm pack\s+# writes ([\w.-]+\.tgz)/g)].map((m) => `client-sdk/${m[1]!}`),
     ];
     expect(tarballs).toEqual(["edge-fanout-0.1.0.tgz", "client-sdk/edge-fanout-client-0.1.0.tgz"]);
@@ -255,7 +269,7 @@ describe("paths the docs name", () => {
   const pathPattern = new RegExp(`(?<![\\w./<>-])((?:${folders.join("|")})/[\\w./-]*)`, "g");
   const generated = ["load/results/", "load/dist"];
 
-  for (const doc of ["README.md", "docs/protocol.md", "docs/history.md", "docs/deploy.md", "docs/hooks.md", "docs/coordinator.md", "docs/sharded-rooms.md", "docs/webhooks.md", "docs/guarantees.md", "docs/architecture.md", "docs/multiplexing.md", "wrangler.toml"]) {
+  for (const doc of ["README.md", "docs/protocol.md", "docs/history.md", "docs/deploy.md", "docs/hooks.md", "docs/coordinator.md", "docs/sharded-rooms.md", "docs/webhooks.md", "docs/guarantees.md", "docs/architecture.md", "docs/multiplexing.md", "docs/configuration.md", "docs/library.md", "docs/local-server.md", "docs/testing.md", "wrangler.toml"]) {
     it(`${doc}: every path it names exists`, () => {
       const missing = read(doc)
         .split("\n")
@@ -265,4 +279,64 @@ describe("paths the docs name", () => {
       expect(missing).toEqual([]);
     });
   }
+});
+
+describe("links between the docs", () => {
+  /** A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces as hyphens. */
+  const slug = (heading: string) =>
+    heading
+      .trim()
+      .toLowerCase()
+      .replace(/[^\p{L}\p{M}\p{N}_\- ]/gu, "")
+      .replaceAll(" ", "-");
+
+  /** The text outside fenced code blocks. */
+  const prose = (markdown: string) => markdown.replace(/^(```|~~~).*\n[\s\S]*?^\1\s*$/gm, "");
+
+  /** The anchors of a page's headings, with GitHub's -1, -2 for repeats. */
+  function anchors(markdown: string): Set<string> {
+    const seen = new Map<string, number>();
+    const found = new Set<string>();
+    for (const [, heading] of prose(markdown).matchAll(/^#{1,6} (.+)$/gm)) {
+      const base = slug(heading!);
+      const count = seen.get(base) ?? 0;
+      seen.set(base, count + 1);
+      found.add(count === 0 ? base : `${base}-${count}`);
+    }
+    return found;
+  }
+
+  it("reads anchors as GitHub writes them, outside code blocks", () => {
+    expect([...anchors("# Doc\n\n## `GET /rooms?prefix=`\n\n```sh\n# not a heading\n```\n\n## A, B: c\n\n## A, B: c\n")]).toEqual([
+      "doc",
+      "get-roomsprefix",
+      "a-b-c",
+      "a-b-c-1",
+    ]);
+  });
+
+  const pages = ["README.md", "client-sdk/README.md", "load/README.md", ...readdirSync(`${repo}docs`).filter((f) => f.endsWith(".md")).map((f) => `docs/${f}`)];
+  for (const page of pages) {
+    it(`${page}: every relative link reaches a file, and every #anchor a heading of its page`, () => {
+      const dir = page.includes("/") ? page.slice(0, page.lastIndexOf("/") + 1) : "";
+      const broken = [...prose(read(page)).matchAll(/\]\(([^)\s]+)\)/g)]
+        .map((m) => m[1]!)
+        .filter((link) => !/^[a-z][a-z+.-]*:/i.test(link))
+        .filter((link) => {
+          const [target, anchor] = link.split("#") as [string, string | undefined];
+          const path = target === "" ? page : new URL(target, `file:///${dir}`).pathname.slice(1);
+          if (!existsSync(`${repo}${path}`)) return true;
+          return anchor !== undefined && path.endsWith(".md") && !anchors(read(path)).has(anchor);
+        });
+      expect(broken).toEqual([]);
+    });
+  }
+});
+
+describe("README.md", () => {
+  it("links every page of docs/", () => {
+    const linked = new Set([...read("README.md").matchAll(/\]\((docs\/[\w.-]+\.md)[)#]/g)].map((m) => m[1]!));
+    const pages = readdirSync(`${repo}docs`).filter((f) => f.endsWith(".md")).map((f) => `docs/${f}`);
+    expect(pages.filter((page) => !linked.has(page))).toEqual([]);
+  });
 });
