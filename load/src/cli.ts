@@ -3,6 +3,7 @@
  * service (and, with --baseline, --baseline-bare, --baseline-bare-durable, against the bundled baselines in the
  * same invocation), prints a table, and writes JSON and HTML reports.
  */
+import { LOAD_PUSHER_APP, loadPusherRoom } from "./client/pusher-client";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
@@ -54,7 +55,15 @@ async function resolveTarget(options: LoadOptions, spec: TargetSpec): Promise<{ 
     const spawned = await Server.start(
       baseline
         ? { kind: baseline.name, port }
-        : { kind: "ours", port, vars: options.serverVars, gate: options.serverGate, build: true, ...(options.serverDir ? { checkout: options.serverDir } : {}) },
+        : {
+            kind: "ours",
+            port,
+            vars: options.serverVars,
+            gate: options.serverGate,
+            build: true,
+            ...(options.serverDir ? { checkout: options.serverDir } : {}),
+            ...(options.pusher ? { env: { PUSHER_APP_ID: LOAD_PUSHER_APP.id, PUSHER_APP_KEY: LOAD_PUSHER_APP.key, PUSHER_APP_SECRET: LOAD_PUSHER_APP.secret } } : {}),
+          },
     );
     live.servers.add(spawned);
     return { address: parseTargetUrl(spawned.url, false), spawned };
@@ -129,7 +138,7 @@ async function runTarget(options: LoadOptions, spec: TargetSpec, hardStopAt: num
     sampler.onSample((sample) => line.update(sample));
     sampler.start();
 
-    const roomPrefix = `lt-${runId}-${options.scenario}`;
+    const roomPrefix = options.pusher ? loadPusherRoom(`lt-${runId}-${options.scenario}`) : `lt-${runId}-${options.scenario}`;
     const roomCount = options.rooms;
     const rooms = Array.from({ length: roomCount }, (_, i) => `${roomPrefix}-${i}`);
     pool = await ClientPool.start(options.procs, {
@@ -151,6 +160,7 @@ async function runTarget(options: LoadOptions, spec: TargetSpec, hardStopAt: num
       mux: options.mux,
       // connect opens the connections first and then times one subscribe storm of them all.
       subscribeOnOpen: options.scenario !== "connect",
+      pusher: options.pusher,
     });
     live.pools.add(pool);
     sampler.attachPool(pool);

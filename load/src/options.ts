@@ -48,6 +48,8 @@ export interface LoadOptions {
    * subscriptions either way: rooms × sockets ÷ mux connections (connect: `sockets` connections).
    */
   mux: number;
+  /** The --mux connections speak Pusher (the front door, `/app/{key}`): each follows its rooms as channels. */
+  pusher: boolean;
   // shape
   sockets: number;
   rooms: number;
@@ -147,6 +149,10 @@ Multiplexed connections (GET /ws; every delivery matched by room and seq per sub
                          --sockets stays the followers per room: rooms x sockets / K connections, connection c
                          following rooms cK .. cK+K-1 (mod --rooms). connect: --sockets connections, opened
                          first and then all subscribing at once (a subscribe storm, timed apart)
+  --pusher               with --mux K: each connection is a Pusher connection (/app/{key}, docs/pusher.md) following
+                         K channels, and the rooms are those channels' (pusher:1:...); the --spawn'ed server gets the
+                         Pusher app (id 1, key load-key). A Pusher connection has no seq: a channel's n-th event is
+                         its room's seq n, and latency is measured from the publisher's send time
 
 Output and bounds:
   --json                 print the result as JSON on stdout (human output goes to stderr)
@@ -179,7 +185,7 @@ const LOAD_OPTIONS = {
   ...Object.fromEntries(BASELINES.flatMap((b) => [...(b.flag ? [[b.flag, { flag: true }] as const] : []), [b.port.option, {}] as const])),
   url: {}, spawn: { flag: true }, port: {}, "baseline-only": { flag: true }, "baseline-durable": { flag: true }, "server-gate": {}, "server-dir": {}, "server-pid": {},
   "allow-remote": { flag: true }, "publish-header": { multiple: true }, "ws-param": { multiple: true }, "server-var": { multiple: true },
-  procs: {}, sources: {}, "in-flight": {}, "handshake-timeout": {}, "ack-bytes": {}, mux: {}, sockets: {}, rooms: {}, wave: {}, hold: {}, rate: {}, publishers: {},
+  procs: {}, sources: {}, "in-flight": {}, "handshake-timeout": {}, "ack-bytes": {}, mux: {}, pusher: { flag: true }, sockets: {}, rooms: {}, wave: {}, hold: {}, rate: {}, publishers: {},
   payload: {}, duration: {}, deadline: {}, "slow-fraction": {}, "slow-count": {}, stall: {}, "drop-at": {}, mode: {}, "backoff-base": {}, "backoff-max": {}, select: {},
   "sample-ms": {}, "max-seconds": {}, json: { flag: true }, out: {}, "no-report": { flag: true }, quiet: { flag: true },
 } as const satisfies OptionSpecs;
@@ -219,6 +225,7 @@ export function parseLoadOptions(argv: string[]): LoadOptions {
     handshakeTimeoutMs: int(values["handshake-timeout"], "handshake-timeout", 10_000, 100, 120_000),
     ackBytes: int(values["ack-bytes"], "ack-bytes", 0, 0, 64 * 1024 * 1024),
     mux: int(values.mux, "mux", 0, 0, MAX_ROOMS_PER_CONNECTION),
+    pusher: values.pusher ?? false,
     sockets: int(values.sockets, "sockets", d.sockets ?? 1000, 1, HARD_SOCKET_CAP),
     rooms: int(values.rooms, "rooms", d.rooms ?? 1, 1, 1000),
     wave: int(values.wave, "wave", d.wave ?? HARD_SOCKET_CAP, 1, HARD_SOCKET_CAP),
@@ -245,6 +252,7 @@ export function parseLoadOptions(argv: string[]): LoadOptions {
   };
   if (options.stallSeconds < 0) options.stallSeconds = options.durationSeconds;
   if (options.mux > 0) muxProblem(options);
+  if (options.pusher && (options.mux === 0 || options.baselines.length > 0)) throw new Error("--pusher goes with --mux K, against the service only (no baseline speaks Pusher)");
   const total = totalSockets(options);
   if (options.slowCount > total) throw new Error(`--slow-count ${options.slowCount} is more than the ${total} sockets of the run`);
   if (total > HARD_SOCKET_CAP) {

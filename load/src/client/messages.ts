@@ -37,6 +37,8 @@ export interface WorkerConfig {
   mux: number;
   /** Multiplexed: subscribe as soon as the connection is welcomed (else only on a `subscribe-all` command). */
   subscribeOnOpen: boolean;
+  /** The multiplexed connections speak Pusher (pusher-client.ts). */
+  pusher: boolean;
 }
 
 export type MainToWorker =

@@ -88,10 +88,14 @@ export class MuxLoadClient extends SocketClient {
   }
 
   private sendSubscribe(room: string, attempt: number): void {
-    const resume = (this.ledgers.get(room) as ClientLedger).resumePoint();
-    const frame: SubscribeFrame = { type: "subscribe", room, ...(resume ? { since: resume.since, epoch: resume.epoch } : {}) };
     this.pending.set(room, attempt);
-    this.send(JSON.stringify(frame));
+    this.send(this.subscribeFrame(room, (this.ledgers.get(room) as ClientLedger).resumePoint()));
+  }
+
+  /** The subscribe of `room`, resuming from `resume` when the ledger has one (a protocol that cannot resume leaves it out). */
+  protected subscribeFrame(room: string, resume: { since: number; epoch: string } | undefined): string {
+    const frame: SubscribeFrame = { type: "subscribe", room, ...(resume ? { since: resume.since, epoch: resume.epoch } : {}) };
+    return JSON.stringify(frame);
   }
 
   /** Every room has its answer: the subscribe storm of this socket is over, and after a drop the connection is back. */
