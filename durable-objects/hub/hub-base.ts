@@ -46,6 +46,8 @@ export abstract class HubBase implements EngineHost, FollowerCore, FollowedRooms
     this.engine = new SocketEngine(ctx, this.limits, this.counters, this, dialect);
     this.rooms = new FollowedRooms(env, this.limits, this);
     this.#registration = new HubRegistration(env, ctx, this.counters, kind, this.hub);
+    // Counted on the local server only (LOCAL_ADMIN_TOKEN is the launcher's): every wake-up of an idle hub is one.
+    if (env.LOCAL_ADMIN_TOKEN !== undefined && this.hub >= 0) logEvent("instance_started", { hub: this.name() });
   }
 
   /** A connection forwarded by the edge (validated there): accepted in the hub's protocol. */

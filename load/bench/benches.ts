@@ -13,10 +13,11 @@ import pressure from "./pressure";
 import publish from "./publish";
 import publishBatch from "./publish-batch";
 import publishProfile from "./publish-profile";
+import pusher from "./pusher";
 import roomsChurn from "./rooms-churn";
 import runtimeFloor from "./runtime-floor";
 import sharded from "./sharded";
 import webhooks from "./webhooks";
 
 
-export const BENCHES: readonly Bench[] = [compare, runtimeFloor, multiplex, sharded, hookSeam, publish, publishBatch, publishProfile, newRooms, broadcast, presence, webhooks, history, cursor, roomsChurn, pressure, faultSoak];
+export const BENCHES: readonly Bench[] = [compare, runtimeFloor, multiplex, sharded, hookSeam, pusher, publish, publishBatch, publishProfile, newRooms, broadcast, presence, webhooks, history, cursor, roomsChurn, pressure, faultSoak];

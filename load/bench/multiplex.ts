@@ -38,6 +38,19 @@ const FANOUT_METRICS: MetricRow[] = [
   ["machineBusyPercent", "machine busy (%)", 0],
 ];
 
+const IDLE_METRICS: MetricRow[] = [
+  ["connected", "connections", 0],
+  ["subscriptions", "subscriptions", 0],
+  ["handshakesPerSecond", "handshakes/s", 0],
+  ["idleMemoryPerConnectionBytes", "server RSS per connection (KB)", 1, 1 / 1024],
+  ["idleMemoryPerSubscriptionBytes", "server RSS per subscription (KB)", 1, 1 / 1024],
+  ["kernelTcpMemoryPerConnectionBytes", "kernel TCP memory per connection (KB)", 1, 1 / 1024],
+  ["allSubscribedMs", "subscribe storm: all subscribed (ms)", 0],
+  ["subscribeP99Ms", "one connection's 20 rooms, p99 (ms)", 0],
+  ["subscribeRefusals", "subscribes refused", 0],
+  ["serverRssPeakBytes", "server RSS peak (MB)", 0, 1 / 1048576],
+];
+
 interface Table {
   title: string;
   common: string[];
@@ -71,18 +84,26 @@ function tables(scale: number, rate: number): Record<string, Table> {
         { name: "multiplexed, 1,024 hubs", extra: [...spawnOn(18813), "--sockets", "1000", "--rooms", "400", ...mux("--server-var", "MULTIPLEX_HUBS=1024")] },
         { name: "Worker-held (bare workerd)", extra: ["--baseline-only", "--baseline-bare", "--bare-port", "18814", "--sockets", "1000", "--rooms", "400", ...mux()] },
       ],
-      metrics: [
-        ["connected", "connections", 0],
-        ["subscriptions", "subscriptions", 0],
-        ["handshakesPerSecond", "handshakes/s", 0],
-        ["idleMemoryPerConnectionBytes", "server RSS per connection (KB)", 1, 1 / 1024],
-        ["idleMemoryPerSubscriptionBytes", "server RSS per subscription (KB)", 1, 1 / 1024],
-        ["kernelTcpMemoryPerConnectionBytes", "kernel TCP memory per connection (KB)", 1, 1 / 1024],
-        ["allSubscribedMs", "subscribe storm: all subscribed (ms)", 0],
-        ["subscribeP99Ms", "one connection's 20 rooms, p99 (ms)", 0],
-        ["subscribeRefusals", "subscribes refused", 0],
-        ["serverRssPeakBytes", "server RSS peak (MB)", 0, 1 / 1048576],
+      metrics: IDLE_METRICS,
+    },
+    // The Pusher front door (docs/pusher.md): Pusher connections following the same rooms as channels, on Pusher hubs.
+    pusher: {
+      title: `Pusher connections against multiplexed connections: ${rooms} rooms × ${FOLLOWERS} followers, ${PER_CONNECTION} per connection, ${rate} msg/s per room, 20 s`,
+      common: fanout,
+      variants: [
+        { name: "multiplexed, 16 hubs", extra: [...spawnOn(18841), ...mux()] },
+        { name: "Pusher, 16 Pusher hubs", extra: [...spawnOn(18842), ...mux("--pusher")] },
       ],
+      metrics: FANOUT_METRICS,
+    },
+    "pusher-idle": {
+      title: `idle: 1,000 connections × ${PER_CONNECTION} of 400 rooms, subscribed all at once: multiplexed against Pusher`,
+      common: ["connect", "--wave", "1000", "--hold", "10", ...client, "--sockets", "1000", "--rooms", "400"],
+      variants: [
+        { name: "multiplexed, 16 hubs", extra: [...spawnOn(18843), ...mux()] },
+        { name: "Pusher, 16 Pusher hubs", extra: [...spawnOn(18844), ...mux("--pusher")] },
+      ],
+      metrics: IDLE_METRICS,
     },
     // The runtime's floor (load/baselines/bare-workerd): its rooms' own sockets, and the same rooms followed through
     // connections the Worker holds itself with an internal socket per room (relay.ts).
@@ -140,12 +161,15 @@ Tables:
                the Worker holds itself, with an internal socket per room (load/baselines/bare-workerd/relay.ts)
   storm        1,000 multiplexed connections × 20 of 400 rooms at 0.5 msg/s per room, every connection cut at
                once after 5 s, reconnecting with full jitter and resuming each room with since/epoch
+  pusher       the fanout table's shape: multiplexed connections against Pusher connections (/app/{key},
+               docs/pusher.md) following the same rooms as channels, on 16 hubs of each kind
+  pusher-idle  the idle table's 1,000 × 20 of 400: multiplexed against Pusher connections
 --scale F multiplies the rooms of fanout and worker-held (and the single-room sockets of idle): 400 rooms × 50
 (20,000 sockets) are past a descriptor limit of 20,000, so 0.75 is the largest both columns reach equally
 there; 0.25, the default, is what a 2-core machine publishes at 2 msg/s per room without the server's thread
 saturating. The result goes to load/results/multiplex-<time>.json (npm run capacity -- --mux-from reads it).`,
   options: {
-    table: { default: "all", help: "fanout, idle, worker-held, storm or all" },
+    table: { default: "all", help: "fanout, idle, worker-held, storm, pusher, pusher-idle or all" },
     rounds: { default: "3", help: "interleaved rounds, 1 to 9" },
     scale: { default: "0.25", help: "share of 400 rooms (fanout, worker-held) and of 20,000 single-room sockets (idle), in (0, 1]" },
     rate: { default: "2", help: "messages per second per room of fanout and worker-held, in (0, 50]" },
