@@ -13,7 +13,7 @@ import { sleep, until } from "../helpers/wait";
 const WINDOW = 16 * 1024;
 let server: LocalServer;
 beforeAll(async () => {
-  server = await startServer({ env: pusherVars(), vars: { WINDOW_BYTES: String(WINDOW), SLOW_GRACE_MS: "1500" } });
+  server = await startServer({ env: pusherVars(), vars: { WINDOW_BYTES: String(WINDOW), SLOW_GRACE_MS: "1500", PRESENCE_MAX_MEMBERS: "2" } });
 });
 afterAll(async () => {
   await server?.stop();
@@ -161,6 +161,62 @@ describe("client events over their rate", () => {
     expect(socket.closeCode).toBeNull();
     socket.close();
   });
+});
+
+describe("a presence channel at its member cap", () => {
+  it("refuses a new member with LimitReached and keeps its connection; a member already there may open another", async () => {
+    const sdk = backEnd(server);
+    const join = async (user: string): Promise<PusherSocket> => {
+      const socket = await PusherSocket.open(server);
+      const auth = sdk.authorizeChannel(await socket.socketId(), "presence-capped", { user_id: user });
+      socket.subscribe("presence-capped", { auth: auth.auth, channel_data: auth.channel_data });
+      await until(() => socket.of("pusher_internal:subscription_succeeded").length + socket.of("pusher:subscription_error").length > 0, { what: `${user}'s answer` });
+      return socket;
+    };
+    // The cap here is PRESENCE_MAX_MEMBERS (2), below Pusher's 100.
+    const sockets = [await join("one"), await join("two")];
+    const third = await join("three");
+    expect(third.of("pusher:subscription_error")[0]?.data).toMatchObject({ type: "LimitReached", status: 4100 });
+    expect(third.closeCode).toBeNull();
+    const secondTab = await join("one");
+    expect(secondTab.of("pusher_internal:subscription_succeeded")).toHaveLength(1);
+    for (const socket of [...sockets, third, secondTab]) socket.close();
+  });
+});
+
+describe("a connection's channels through hibernation", () => {
+  it("keeps channels that outgrow the socket's attachment in the hub's storage, and follows them all again when the hub wakes", async () => {
+    const socket = await PusherSocket.open(server);
+    const socketId = await socket.socketId();
+    const sdk = backEnd(server);
+    // 20 presence channels, each with a member of ~1 KB of user_info: past what an attachment keeps (16 KiB).
+    const info = { bio: "x".repeat(900) };
+    for (let i = 0; i < 20; i++) {
+      const channel = `presence-big-${i}`;
+      const auth = sdk.authorizeChannel(socketId, channel, { user_id: "big", user_info: info });
+      socket.subscribe(channel, { auth: auth.auth, channel_data: auth.channel_data });
+    }
+    socket.subscribe("big-public");
+    await socket.waitFor("pusher_internal:subscription_succeeded", 21, 20_000);
+    const hubLine = async () => (await roomStats(server.url, roomOf("big-public"))).leaves?.find((leaf) => leaf.pusherHub !== undefined);
+    const before = await hubLine();
+    // Idle past the runtime's eviction delay; pusher-js's exact ping is answered without waking the hub.
+    for (let i = 0; i < 8; i++) {
+      await sleep(2500);
+      socket.send(PUSHER_PING);
+    }
+    await sdk.trigger("presence-big-19", "after-sleep", { n: 1 });
+    await sdk.trigger("big-public", "after-sleep", { n: 2 });
+    const got = await socket.waitFor("after-sleep", 2, 10_000);
+    expect(got.map((e) => [e.channel, e.data])).toEqual([
+      ["presence-big-19", { n: 1 }],
+      ["big-public", { n: 2 }],
+    ]);
+    // A new instance of the hub: it had hibernated, and followed every channel again from its storage.
+    expect((await hubLine())?.instanceStartedAt).toBeGreaterThan((before?.instanceStartedAt ?? 0) + 10_000);
+    expect(socket.closeCode).toBeNull();
+    socket.close();
+  }, 60_000);
 });
 
 describe("a front door that is off", () => {
