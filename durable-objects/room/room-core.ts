@@ -1,9 +1,9 @@
 import { resumePointOf, type PresencePage, type RoomCounterValues, type RoomStats, type RootRequests } from "../../protocol";
 import { LEAF_FULL_HEADER } from "../../common/edge-requests";
 import { followerAt, type FollowerKind } from "../../common/followers";
-import { isCacheChannelRoom } from "../../protocol/pusher";
+import { isCacheChannelRoom, isPrivatePusherRoom } from "../../protocol/pusher";
 import { logEvent } from "../../common/log";
-import { historyRules, readLimits, type Limits } from "../../common/settings";
+import { accessSettings, historyRules, readLimits, type Limits } from "../../common/settings";
 import { retentionFor, type Retention } from "../../common/retention";
 import { utf8Length } from "../../common/utf8";
 import { bodyHash } from "../../common/body-hash";
@@ -81,6 +81,8 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   readonly #instanceStartedAt = Date.now();
   /** Whether the room is a Pusher cache channel's: its last message goes to the hubs that start following it. */
   readonly #cacheChannel: boolean;
+  /** Whether the room is a channel's that Pusher keeps private: open mode never opens it. */
+  readonly #privatePusherRoom: boolean;
   /** Whether this instance has told the directory that the room holds storage. */
   #listed = false;
   /** Whether a roster update for the room's own sockets is queued. */
@@ -104,6 +106,7 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     if (this.#room === "") logEvent("error", { where: "room", problem: "the object has no name: rooms must be addressed with idFromName" });
     this.retention = retentionFor(this.#room, historyRules(env), limits);
     this.#cacheChannel = isCacheChannelRoom(this.#room);
+    this.#privatePusherRoom = isPrivatePusherRoom(this.#room);
     const maxAgeMs = this.retention.maxAgeSeconds * 1000;
     this.#history = new History(ctx.storage, this.#meta, { maxMessages: this.retention.maxMessages, maxAgeMs });
     this.#keys = new IdempotencyKeys(sql, maxAgeMs);
@@ -216,6 +219,11 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   /** Publishes one message (RPC from the worker, a coordinator shard, or a leaf), through beforePublish when the room has it. */
   async publish(dataJson: string, options: PublishOptions): Promise<PublishOutcome> {
     this.requests.publishes += 1;
+    // A broadcast in open mode reaches every room but those of channels Pusher keeps private (docs/pusher.md#isolation).
+    if (options.source === "broadcast" && this.#privatePusherRoom && accessSettings(this.#env).publishKey === null) {
+      this.counters.refused("forbidden");
+      return { refused: { error: "forbidden", message: "a private Pusher channel's room takes broadcasts only where a publish key guards them" } };
+    }
     await this.#list();
     // A key names the data as it arrived, before any hook: a socket's on a leaf is in the sockets' space.
     const retry =

@@ -163,6 +163,23 @@ describe("client events over their rate", () => {
   });
 });
 
+describe("isolation in open mode", () => {
+  it("keeps a private channel's room from this service's own HTTP API and broadcasts without a publish key", async () => {
+    // This server has no PUBLISH_KEY: open mode, which opens every room but these.
+    const secret = roomOf("private-open-mode");
+    const publish = await fetch(`${server.url}/rooms/${secret}/publish`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+    expect(publish.status).toBe(403);
+    expect(((await publish.json()) as { error: string }).error).toBe("forbidden");
+    expect((await fetch(`${server.url}/rooms/${secret}/messages`)).status).toBe(403);
+    const broadcast = await fetch(`${server.url}/broadcast`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ data: { to: "all" }, rooms: [pusherRoom(APP.id, "private-open-mode"), pusherRoom(APP.id, "public-open-mode")] }),
+    });
+    expect(await broadcast.json()).toMatchObject({ rooms: 1, refused: 1 });
+  });
+});
+
 describe("a presence channel at its member cap", () => {
   it("refuses a new member with LimitReached and keeps its connection; a member already there may open another", async () => {
     const sdk = backEnd(server);
