@@ -16,17 +16,19 @@
  * Workers-only (cloudflare:test, WebSocketPair): tsconfig.node.json leaves this folder out.
  */
 import { env, runInDurableObject } from "cloudflare:test";
-import type { ResumePoint, ServerMessage } from "../../../protocol";
+import type { ResumePoint } from "../../../protocol";
 import { readLimits, type Limits } from "../../../common/settings";
 import type { SocketAttachment } from "../../../durable-objects/engine/attachment";
 import { MEMORY_ONLY, RoomCounters } from "../../../durable-objects/engine/counters";
 import type { Cursor } from "../../../durable-objects/engine/cursor";
 import { NO_FRAME_HOOKS, type FrameHooks } from "../../../durable-objects/engine/frame-hooks";
+import { cutFrame, runOf } from "../../../durable-objects/engine/frames";
+import type { Message } from "../../../durable-objects/engine/message";
 import type { PublishOutcome } from "../../../durable-objects/engine/publish-outcome";
 import { SocketEngine, type EngineHost, type SocketDialect } from "../../../durable-objects/engine/socket-engine";
 import type { SocketState } from "../../../durable-objects/engine/socket-state";
 import type { Stream } from "../../../durable-objects/engine/stream";
-import { attachmentOf, Peer } from "./sockets";
+import { attachmentOf, Peer, settled, type MemorySource } from "./sockets";
 
 const lenders = (env as unknown as { LEAVES: DurableObjectNamespace }).LEAVES;
 let lent = 0;
@@ -86,9 +88,25 @@ export class EngineRig implements EngineHost {
     const response = await this.engine.accept(stream, { attachment, resume, epoch });
     if (response.status !== 101 || !response.webSocket) throw new Error(`the engine answered ${response.status}, not an upgrade`);
     const peer = new Peer(response.webSocket);
-    const socket = this.engine.delivery.get(this.serverEnds().at(-1) as WebSocket);
+    const socket = [...this.engine.delivery.sockets()].find((s) => s.attachment.id === attachment.id);
     if (!socket) throw new Error("the engine does not hold the socket it accepted");
     return { socket, peer };
+  }
+
+  /**
+   * Publishes `count` messages live into `stream`, whose source is `source`:
+   * stored, then fanned out in frames as a flush cuts them. Returns them.
+   */
+  publish(stream: Stream, source: MemorySource, count = 1): Message[] {
+    const messages = source.add(count);
+    const runs = messages.map(runOf);
+    const batch = { maxBytes: this.limits.BATCH_MAX_BYTES, maxEvents: this.limits.BATCH_MAX_EVENTS };
+    for (let i = 0; i < runs.length; ) {
+      const { frame, end } = cutFrame(runs, i, batch);
+      this.engine.delivery.fanOut(stream, frame, 0, Date.now());
+      i = end;
+    }
+    return messages;
   }
 
   /** The server ends the runtime holds for the object (what the Hibernation API hands back after a wake). */
@@ -96,14 +114,14 @@ export class EngineRig implements EngineHost {
     return this.state.getWebSockets();
   }
 
+  /** Waits until everything the engine sent so far has reached each connection's client end. */
+  settled(...connections: readonly Accepted[]): Promise<void> {
+    return settled(this.engine.delivery, connections);
+  }
+
   /** A frame from the client of `socket`, handed to the engine as the runtime hands it to the object. */
   frame(socket: SocketState, frame: unknown): Promise<void> {
     return this.engine.message(socket.ws, typeof frame === "string" ? frame : JSON.stringify(frame));
-  }
-
-  /** Acknowledges every frame `peer` received (the acks a client that reads sends). */
-  async ackAll(accepted: Accepted): Promise<void> {
-    for (const ack of acksOf(accepted.peer)) await this.frame(accepted.socket, ack);
   }
 
   // The engine's host.
@@ -142,14 +160,12 @@ export class EngineRig implements EngineHost {
   }
 }
 
-/** The acks a client that reads sends for what `peer` received: one per frame of messages, naming its last message's seq and tag. */
-export function acksOf(peer: Peer): Array<{ type: "ack"; seq: number; tag: number }> {
-  const acks: Array<{ type: "ack"; seq: number; tag: number }> = [];
-  for (const frame of peer.frames) {
-    if (frame === "pong") continue;
-    const parsed: unknown = JSON.parse(frame);
-    const last = (Array.isArray(parsed) ? parsed : [parsed]).filter((e: { type?: string }) => e.type === "message").at(-1) as ServerMessage | undefined;
-    if (last) acks.push({ type: "ack", seq: last.seq, tag: last.tag });
-  }
-  return acks;
+/**
+ * The ack a client that read everything `peer` received sends: it names the
+ * last message of the last frame of messages (an ack releases every frame
+ * before the one it names). Null when no message arrived.
+ */
+export function ackOfAll(peer: Peer): { type: "ack"; seq: number; tag: number } | null {
+  const last = peer.of("message").at(-1);
+  return last ? { type: "ack", seq: last.seq, tag: last.tag } : null;
 }
