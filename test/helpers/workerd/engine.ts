@@ -37,12 +37,19 @@ let lent = 0;
  * Runs `body` inside a fresh object, with its state: its storage (SQLite,
  * transactions, the alarm) and its sockets. Everything the body creates
  * (sockets, timers) belongs to that object, so the body does all its work,
- * waiting included, before it returns.
+ * waiting included, before it returns. An alarm the body set is taken back
+ * afterwards, so it never fires into a later test.
  */
 export async function inObject<T>(body: (state: DurableObjectState) => Promise<T> | T): Promise<T> {
   lent += 1;
   const stub = lenders.get(lenders.idFromName(`unit-${lent}-${crypto.randomUUID()}/0`));
-  return runInDurableObject(stub, (_instance, state) => body(state));
+  return runInDurableObject(stub, async (_instance, state) => {
+    try {
+      return await body(state);
+    } finally {
+      await state.storage.deleteAlarm();
+    }
+  });
 }
 
 /** Where a socket asks to start: at the room's present unless told otherwise. */
