@@ -84,6 +84,8 @@ class Leaf {
 class Root implements LeavesHost {
   readonly leaves = new Map<number, Leaf>();
   readonly history: Message[] = [];
+  /** Where each read of its history started. */
+  readonly reads: number[] = [];
   memberCount = 0;
   /** Every directory written, in order. */
   readonly directories: number[][] = [];
@@ -150,6 +152,7 @@ class Root implements LeavesHost {
   }
 
   read(from: number): { messages: Message[]; lost: LostRange | null } {
+    this.reads.push(from);
     return { messages: this.history.filter((m) => m.seq >= from), lost: null };
   }
 
@@ -364,7 +367,10 @@ describe("pushes and reports", () => {
     const { root, leaves } = leavesOf({}, JSON.stringify([0]));
     root.publish(5);
     expect(leaves.history(3, 1 << 20)).toMatchObject({ epoch: "epoch-1", latest: 5, lost: null, messages: root.history.slice(2) });
-    expect(leaves.history(6, 1 << 20).messages).toEqual([]);
+    expect(root.reads).toEqual([3]);
+    // Past the latest seq there is nothing to read.
+    expect(leaves.history(6, 1 << 20)).toMatchObject({ latest: 5, lost: null, messages: [] });
+    expect(root.reads).toEqual([3]);
   });
 });
 
@@ -381,8 +387,19 @@ describe("retirement", () => {
     expect(root.sharded).toEqual([false]);
   });
 
+  it("counts the empty time from the first empty report, however many follow", async () => {
+    const { root, leaves } = leavesOf({}, JSON.stringify([0]));
+    const started = Date.now();
+    while (leaves.size > 0 && Date.now() - started < 1000) {
+      report(root, leaves, 0, 0);
+      await sleep(OPTIONS.retireAfterMs / 4);
+    }
+    expect(root.leaf(0).retires).toEqual([ROOM]);
+    expect(leaves.size).toBe(0);
+  });
+
   it("keeps a leaf that got sockets back before it was asked, or that refuses because one arrived since", async () => {
-    const { root, leaves } = leavesOf({}, JSON.stringify([0, 1]));
+    const { root, leaves } = leavesOf({}, JSON.stringify([0, 1, 2]));
     report(root, leaves, 0, 0);
     report(root, leaves, 0, 2);
     root.leaf(1).busy = true;
@@ -390,9 +407,11 @@ describe("retirement", () => {
     await until(() => root.leaf(1).retires.length === 1, { what: "the root asking leaf 1" });
     await sleep(OPTIONS.retireAfterMs * 3);
     expect(root.leaf(0).retires).toEqual([]);
-    // Leaf 1 refused once; it is asked again only after it reports empty again.
+    expect(leaves.size).toBe(3);
+    // Leaf 1 refused: it is not asked again when another leaf retires, only once it reports empty again.
+    report(root, leaves, 2, 0);
+    await until(() => leaves.size === 2, { what: "leaf 2's retirement" });
     expect(root.leaf(1).retires).toEqual([ROOM]);
-    expect(leaves.size).toBe(2);
     root.leaf(1).busy = false;
     report(root, leaves, 1, 1);
     report(root, leaves, 1, 0);

@@ -103,6 +103,25 @@ describe("sending", () => {
     });
   });
 
+  it("holds a row recorded while a round is out like any other: the round ends, the next alarm takes it", async () => {
+    await inObject(async ({ storage }) => {
+      const rig = deliveryOn(storage);
+      rig.record([joinedEvent("old")]);
+      const slow = heldAnswer();
+      receiver.answers.push(slow.answer);
+      const round = alarm(rig);
+      await until(() => receiver.requests.length === 1, { what: "the first request" });
+      rig.record([joinedEvent("fresh")], 0);
+      slow.give(204);
+      await round;
+      expect(receiver.idsByRequest).toEqual([["old"]]);
+      expect(rig.delivery.dueAt(Date.now())).toBeGreaterThan(Date.now());
+      await sleep(DELIVERY_HOLD_MS + 10);
+      await alarm(rig);
+      expect(receiver.idsByRequest).toEqual([["old"], ["fresh"]]);
+    });
+  });
+
   it("sends one request at a time: while one is out, no alarm is wanted and another run sends nothing", async () => {
     await inObject(async ({ storage }) => {
       const rig = deliveryOn(storage, { rowMaxEvents: 1, batchMaxEvents: 1 });
