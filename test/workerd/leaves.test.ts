@@ -34,6 +34,8 @@ class Leaf {
   down = false;
   /** It refuses to retire (a socket arrived since its last report). */
   busy = false;
+  /** Where it is level, as its last answer said. */
+  seq = 0;
 
   constructor(index: number) {
     this.index = index;
@@ -60,22 +62,31 @@ class Leaf {
       },
       snapshot: async () => {
         check();
-        return { ...this.report().snapshot, index: this.index } as LeafSnapshot;
+        return this.snapshot();
       },
     };
   }
 
-  /** Its report: level with what the push carried. */
-  report(batch?: LeafBatch): LeafReport & { snapshot: Partial<LeafSnapshot> } {
-    const seq = batch ? (batch.messages.at(-1)?.seq ?? batch.lost?.to ?? batch.after) : 0;
+  /** Its answer to a push: level with what the push carried, every member when asked for them. */
+  report(batch: LeafBatch): LeafReport {
+    this.seq = batch.messages.at(-1)?.seq ?? batch.lost?.to ?? batch.after;
+    return { seq: this.seq, connections: this.connections, behind: 0, members: batch.full ? this.members : [], full: batch.full, delta: null };
+  }
+
+  snapshot(): LeafSnapshot {
     return {
-      seq,
+      index: this.index,
       connections: this.connections,
+      members: this.members.length,
       behind: 0,
-      members: batch?.full ? this.members : [],
-      full: batch?.full ?? false,
-      delta: null,
-      snapshot: { connections: this.connections, seq, members: this.members.length, counters: zeroCounters(), unreported: null },
+      seq: this.seq,
+      windowBytesInFlight: 0,
+      windowBytesMax: 0,
+      ringMessages: 0,
+      ringBytes: 0,
+      instanceStartedAt: 0,
+      counters: zeroCounters(),
+      unreported: null,
     };
   }
 }

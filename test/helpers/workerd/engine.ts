@@ -65,8 +65,8 @@ export interface Accepted {
 
 /**
  * A socket engine on a real object's state, as a room or a leaf builds it,
- * with a host that records what the engine tells it (occupancy, leaves,
- * heartbeats, alarms) and wants its alarm when the test says (`workAt`).
+ * with a host that records what the engine tells it (occupancy, heartbeats,
+ * publishes, the alarm's work) and wants its alarm when the test says (`workAt`).
  */
 export class EngineRig implements EngineHost {
   readonly state: DurableObjectState;
@@ -75,6 +75,7 @@ export class EngineRig implements EngineHost {
   readonly engine: SocketEngine;
   /** Occupancy changes the engine reported, in order. */
   readonly occupancy: number[] = [];
+  /** The data (JSON text) of each publish a socket sent; each is published at the next seq. */
   readonly publishes: string[] = [];
   heartbeats = 0;
   /** Sockets of the room on other objects (a sharded room's leaves): the room is live while there are any. */
