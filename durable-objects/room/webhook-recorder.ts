@@ -38,7 +38,9 @@ export interface RecorderOptions {
  *
  * A write that rolls back (its transaction threw) leaves memory as it was
  * decided: its events go back to the head of the queue and are written by
- * the next write, under new ids (nobody saw the old ones).
+ * the next write, under new ids (nobody saw the old ones). Its message
+ * events do not: the flush that rolled back stored none of its messages,
+ * told their publishers so, and gives their seqs to later messages.
  */
 export class WebhookRecorder {
   readonly #transactionSync: (write: () => void) => void;
@@ -112,8 +114,9 @@ export class WebhookRecorder {
    */
   writeWithin(more: readonly RecordedEvent[]): void {
     if (this.#staged !== null) {
-      // The last write's transaction rolled back: storage has none of it.
-      this.#queue = [...this.#staged.events, ...this.#queue];
+      // The last write's transaction rolled back: storage has none of it. The changes it carried
+      // happened all the same; the messages did not (their flush failed with it).
+      this.#queue = [...this.#staged.events.filter((e) => e.change.type !== "message.published"), ...this.#queue];
       this.#staged = null;
       this.#outbox.reload();
       this.#record.writeFailed();
