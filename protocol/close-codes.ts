@@ -9,6 +9,19 @@
  * stops for a transient reason it cannot name.
  */
 
+/**
+ * The close codes of this protocol by name; what each means for reconnecting is in CLOSE_CODES.
+ *
+ * @example
+ * ```ts
+ * function explain(code: number): string {
+ *   if (code === CloseCode.UNAUTHORIZED) return "sign in again";
+ *   return code === CloseCode.FORBIDDEN ? "no access to this room" : "reconnecting";
+ * }
+ * ```
+ *
+ * @see docs/protocol.md#close-codes
+ */
 export const CloseCode = {
   /** The client or server ended the session on purpose. */
   NORMAL: 1000,
@@ -46,7 +59,11 @@ export interface CloseCodeInfo {
   description: string;
 }
 
-/** The one table that decides reconnect versus stop; docs/protocol.md mirrors it (a test holds them together). */
+/**
+ * The one table that decides reconnect versus stop; docs/protocol.md mirrors it (a test holds them together).
+ *
+ * @see docs/protocol.md#close-codes
+ */
 export const CLOSE_CODES: Readonly<Record<CloseCodeValue, CloseCodeInfo>> = {
   1000: { name: "NORMAL", reconnect: false, description: "closed on purpose" },
   1001: { name: "GOING_AWAY", reconnect: true, description: "server going away" },
@@ -76,6 +93,18 @@ export const STOP_RANGES: readonly (readonly [number, number])[] = [
  * Whether a client should reconnect after a close with `code`: the table's
  * word for a code it knows, else the code's range (STOP_RANGES stop, anything
  * else reconnects: 1005/1006 abnormal closures and network failures among them).
+ *
+ * @param code the close code the socket ended with.
+ * @returns true to reconnect with backoff (resuming with `since`), false to stop.
+ *
+ * @example
+ * ```ts
+ * shouldReconnect(CloseCode.SLOW_CONSUMER); // true: come back and resume
+ * shouldReconnect(CloseCode.FORBIDDEN); // false: the same request would be refused again
+ * shouldReconnect(4600); // false: an unknown code in a stop range
+ * ```
+ *
+ * @see docs/protocol.md#close-codes
  */
 export function shouldReconnect(code: number): boolean {
   const info = (CLOSE_CODES as Readonly<Record<number, CloseCodeInfo | undefined>>)[code];

@@ -139,7 +139,20 @@ export type CustomType = `x-${string}`;
 /** What a custom `type` must look like. */
 export const CUSTOM_TYPE_PATTERN = /^x-[A-Za-z0-9._:-]{1,64}$/;
 
-/** Whether `type` names an application frame or event (CUSTOM_TYPE_PATTERN). */
+/**
+ * Whether `type` names an application frame or event (CUSTOM_TYPE_PATTERN).
+ *
+ * @param type a frame's or event's `type`.
+ * @returns true for `x-` followed by 1-64 letters, digits or `. _ : -`.
+ *
+ * @example
+ * ```ts
+ * isCustomType("x-cursor"); // true
+ * isCustomType("message"); // false: a type of this protocol
+ * ```
+ *
+ * @see docs/hooks.md#onclientframe
+ */
 export function isCustomType(type: unknown): type is CustomType {
   return typeof type === "string" && CUSTOM_TYPE_PATTERN.test(type);
 }
@@ -151,6 +164,7 @@ export function isCustomType(type: unknown): type is CustomType {
  * `seq`, is not in history and is not acknowledged.
  */
 export interface CustomServerEvent {
+  /** The event's type, `x-...`. */
   type: CustomType;
   [field: string]: unknown;
 }

@@ -147,19 +147,23 @@ export interface PresencePage {
 
 /** One message in a history page: what a socket's `message` event carries, without its receipt tag. */
 export interface HistoryMessage<T = unknown> {
+  /** Position in the room's history. */
   seq: number;
   /** Publish time, ms since the epoch (server clock). */
   ts: number;
+  /** The message's data. */
   data: T;
 }
 
 /** Body of `GET /rooms/{room}/messages` (docs/history.md). */
 export interface HistoryPage<T = unknown> {
+  /** The room's name. */
   room: string;
   /** The history the seqs belong to; a cursor of another epoch is refused with 409 `conflict`. */
   epoch: string;
   /** `forward`: oldest first; `backward`: newest first. */
   direction: "forward" | "backward";
+  /** The page's messages, in `direction` order. */
   messages: HistoryMessage<T>[];
   /** Pass as `cursor` for the next page; null when the range holds nothing more. */
   cursor: string | null;

@@ -28,14 +28,30 @@ import { PUSHER_SOCKET_PREFIX } from "../protocol/pusher";
 import { pusherSocket } from "./pusher/socket-route";
 import { pusherApi } from "./pusher/api-routes";
 
-/** The fan-out app's Hono environment: its bindings, and what its middleware sets for the routes. */
+/**
+ * The fan-out app's Hono environment: its bindings (`Env`), and what its
+ * middleware sets for the routes (the limits read from the vars, the
+ * validated room name).
+ *
+ * @see docs/library.md#the-worker
+ */
 export type FanoutAppEnv = { Bindings: Env; Variables: { limits: Limits; room: string } };
 
-/** Choices for `createFanoutApp`. */
+/**
+ * Choices for `createFanoutApp`: which of the service's own pages it serves.
+ *
+ * @see docs/library.md#build-run-connect
+ */
 export interface FanoutAppOptions {
-  /** Serve the client SDK bundle at `GET /sdk.js` (default true). */
+  /**
+   * Serve the client SDK bundle at `GET /sdk.js`.
+   * @default true
+   */
   sdk?: boolean;
-  /** Serve the demo page at `GET /demo?room=` (default true; it needs `sdk`). */
+  /**
+   * Serve the demo page at `GET /demo?room=` (it needs `sdk`).
+   * @default true
+   */
   demo?: boolean;
 }
 
@@ -81,13 +97,24 @@ function limitsOf(env: Env): Limits {
  * own; its bindings must be there: `ROOMS` (a `Room` class, or your subclass
  * of it) and `COORDINATOR` (`Coordinator`), with SQLite storage.
  *
+ * @param [options={}] which of the service's own pages to serve (`/sdk.js`, `/demo`).
+ * @returns a Hono app to mount with `app.route(path, ...)`; a request it gets
+ * without the `ROOMS` or `COORDINATOR` binding is answered 500 `internal`.
+ *
  * @example
- * const app = new Hono<{ Bindings: Env }>();
+ * ```ts
+ * import { Hono } from "hono";
+ * import { createFanoutApp, type FanoutEnv } from "edge-fanout";
+ * // The classes the bindings name (ROOMS, COORDINATOR, HUBS) are exports of the worker.
+ * export { Room, Coordinator, RoomHub } from "edge-fanout";
+ *
+ * const app = new Hono<{ Bindings: FanoutEnv }>();
  * app.get("/", (c) => c.text("my own routes"));
  * app.route("/realtime", createFanoutApp({ demo: false }));
  * export default app;
- * export { Coordinator } from "edge-fanout";
- * export { ChatRoom } from "./chat-room";
+ * ```
+ *
+ * @see docs/library.md
  */
 export function createFanoutApp(options: FanoutAppOptions = {}): Hono<FanoutAppEnv> {
   const app = new Hono<FanoutAppEnv>();

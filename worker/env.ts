@@ -4,9 +4,16 @@ import type { PusherHub } from "../durable-objects/pusher/pusher-hub";
 import type { RoomLeaf } from "../durable-objects/leaf/leaf";
 import type { Room } from "../durable-objects/room/room";
 
-/** Bindings and vars the worker and its objects receive (see wrangler.toml). */
+/**
+ * Bindings and vars the worker and its objects receive (see wrangler.toml).
+ *
+ * @see docs/library.md#bindings
+ * @see docs/configuration.md
+ */
 export interface Env {
+  /** The rooms, named by room: the `Room` class or your subclass of it, with SQLite storage. */
   ROOMS: DurableObjectNamespace<Room>;
+  /** The live-room registry and broadcast shards, named `shard-<i>`: the `Coordinator` class, with SQLite storage. */
   COORDINATOR: DurableObjectNamespace<Coordinator>;
   /** Leaf objects of sharded rooms (docs/sharded-rooms.md), named `<room>/<index>`. */
   LEAVES: DurableObjectNamespace<RoomLeaf>;

@@ -46,6 +46,14 @@ export interface PageFanOutResult extends FanOutResult {
  * One shard of the coordinator: the registry of live rooms whose names hash
  * to it, and the fan-out of broadcasts to them. Shards are named `shard-<i>`
  * (see shards.ts); nothing ever addresses one by any other name.
+ *
+ * @example
+ * ```ts
+ * // Exported from the worker and bound as COORDINATOR (with SQLite storage) in wrangler.toml.
+ * export { Coordinator } from "edge-fanout";
+ * ```
+ *
+ * @see docs/coordinator.md
  */
 export class Coordinator extends DurableObject<Record<string, unknown>> {
   readonly #config: CoordinatorConfig;

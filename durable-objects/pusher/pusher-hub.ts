@@ -12,6 +12,14 @@ import { PusherCore } from "./pusher-core";
  * `pusher-<n>`; it stores only channel lists that outgrow a socket's attachment.
  *
  * Its face is every follower's (leaf/follower-object.ts); pusher-core.ts wires its parts.
+ *
+ * @example
+ * ```ts
+ * // Exported from the worker and bound as PUSHER_HUBS in wrangler.toml; without it, the Pusher front door is off.
+ * export { PusherHub } from "edge-fanout";
+ * ```
+ *
+ * @see docs/pusher.md#turn-it-on
  */
 export class PusherHub extends FollowerObject<PusherCore> {
   constructor(ctx: DurableObjectState, env: Record<string, unknown>) {

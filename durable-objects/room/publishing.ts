@@ -10,6 +10,11 @@ import type { History } from "./history";
 import type { IdempotencyKeys } from "./idempotency-keys";
 import type { KeyedPublish, PublishKeys } from "./publish-keys";
 
+/**
+ * How a publish reached the room (`Room.publish`, the RPC the worker and the coordinator call).
+ *
+ * @see docs/history.md#idempotent-publishes
+ */
 export interface PublishOptions {
   /** A broadcast's key, kept a day in the room's key table (idempotency-keys.ts). */
   idempotencyKey?: string;
@@ -19,9 +24,10 @@ export interface PublishOptions {
    */
   retryKey?: string;
   /**
-   * Who publishes, as the room's beforePublish hook is told: an HTTP publish
-   * (the default), a broadcast, a socket on one of the room's leaves, or a
-   * multiplexed connection (it lives on a hub).
+   * Who publishes, as the room's beforePublish hook is told: an HTTP publish,
+   * a broadcast, a socket on one of the room's leaves, a multiplexed
+   * connection (it lives on a hub), or the Pusher front door.
+   * @default "http"
    */
   source?: "http" | "broadcast" | "leaf" | "multiplexed" | "pusher";
   /** What the message carries besides its data when it came through the Pusher front door (its event name, the socket it skips). */
