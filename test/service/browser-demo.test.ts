@@ -5,9 +5,9 @@ import { chromium, type Browser, type BrowserContext, type Page } from "playwrig
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { mintToken } from "../../common/tokens";
 import { startServer, type LocalServer } from "../helpers/server";
-import { hasChromium, launchChromium } from "./browser-harness";
-import { publish } from "./sdk-harness";
-import { startProxy } from "./sdk-proxy";
+import { hasChromium, launchChromium } from "../helpers/browser-harness";
+import { publish } from "../helpers/sdk-harness";
+import { startProxy } from "../helpers/sdk-proxy";
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const CHROMIUM_ARGS = [

@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { DEFAULT_ACK_DELAY_MS, PublishError, RoomClient, type RoomClientOptions } from "../../client-sdk/src/index";
-import { FakeRoomServer } from "./sdk-fake-server";
-import { Recorder, waitFor } from "./sdk-harness";
+import { FakeRoomServer } from "../helpers/sdk-fake-server";
+import { Recorder, waitFor } from "../helpers/sdk-harness";
 import { sleep } from "../helpers/wait";
 
 /**

@@ -4,9 +4,9 @@ import WebSocket from "ws";
 import { RoomClient, type RoomClientOptions, type WebSocketConstructor } from "../../client-sdk/src/index";
 import { mintToken } from "../../common/tokens";
 import { startServer, type LocalServer } from "../helpers/server";
-import { hasChromium, launchChromium } from "./browser-harness";
-import { Recorder, publish, waitFor } from "./sdk-harness";
-import { startProxy } from "./sdk-proxy";
+import { hasChromium, launchChromium } from "../helpers/browser-harness";
+import { Recorder, publish, waitFor } from "../helpers/sdk-harness";
+import { startProxy } from "../helpers/sdk-proxy";
 
 /**
  * Tokens and refusals against the local server with TOKEN_SECRET and

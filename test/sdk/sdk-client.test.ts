@@ -7,8 +7,8 @@ import WebSocket, { WebSocketServer } from "ws";
 import { RoomClient, type RoomClientOptions } from "../../client-sdk/src/index";
 import { backoffCeiling } from "../../client-sdk/src/backoff";
 import { startServer, type LocalServer } from "../helpers/server";
-import { Recorder, publish, waitFor } from "./sdk-harness";
-import { startProxy, type TcpProxy } from "./sdk-proxy";
+import { Recorder, publish, waitFor } from "../helpers/sdk-harness";
+import { startProxy, type TcpProxy } from "../helpers/sdk-proxy";
 
 // Ports 18100-18199 belong to these tests.
 const PORT = {

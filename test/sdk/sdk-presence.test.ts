@@ -3,8 +3,8 @@ import WebSocket from "ws";
 import { RoomClient, type RoomPresenceEvent } from "../../client-sdk/src/index";
 import { startServer, type LocalServer } from "../helpers/server";
 import { TestSocket } from "../helpers/socket";
-import { waitFor } from "./sdk-harness";
-import { startProxy, type TcpProxy } from "./sdk-proxy";
+import { waitFor } from "../helpers/sdk-harness";
+import { startProxy, type TcpProxy } from "../helpers/sdk-proxy";
 
 const WINDOW = 16 * 1024;
 let server: LocalServer;

@@ -9,9 +9,9 @@ import type { Browser } from "playwright-core";
 import ts from "typescript";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startServer, type LocalServer } from "../helpers/server";
-import { hasChromium, launchChromium, serveFiles, type StaticServer } from "./browser-harness";
-import { publish } from "./sdk-harness";
-import { startProxy, type TcpProxy } from "./sdk-proxy";
+import { hasChromium, launchChromium, serveFiles, type StaticServer } from "../helpers/browser-harness";
+import { publish } from "../helpers/sdk-harness";
+import { startProxy, type TcpProxy } from "../helpers/sdk-proxy";
 
 /**
  * The SDK as another project gets it: `npm pack` of a copy of client-sdk/

@@ -1,8 +1,8 @@
 import { build } from "esbuild";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CHROMIUM, hasChromium, launchChromium } from "./browser-harness";
-import { FakeMultiplexServer } from "./sdk-fake-multiplex-server";
+import { CHROMIUM, hasChromium, launchChromium } from "../helpers/browser-harness";
+import { FakeMultiplexServer } from "../helpers/sdk-fake-multiplex-server";
 
 /**
  * useRoom with `connection` in headless Chromium, under React StrictMode

@@ -7,7 +7,7 @@ import { pusherRoom } from "../../protocol/pusher";
 import { APP, backEnd, connected, frontEnd, pusherVars, record } from "../helpers/pusher";
 import { startServer, type LocalServer } from "../helpers/server";
 import { publish } from "../helpers/socket";
-import { CHROMIUM, hasChromium, launchChromium } from "./browser-harness";
+import { CHROMIUM, hasChromium, launchChromium } from "../helpers/browser-harness";
 
 /**
  * pusher-js's browser build, as an app's page loads it, against the Pusher

@@ -2,10 +2,10 @@ import { spawn } from "node:child_process";
 import { lookup } from "node:dns/promises";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { managedServers } from "../helpers/servers";
-import type { LocalServer } from "../helpers/server";
-import { startFaultProxy, type FaultProxy } from "./fault-proxy";
-import { APP, pusherVars } from "../helpers/pusher";
+import { managedServers } from "../../test/helpers/servers";
+import type { LocalServer } from "../../test/helpers/server";
+import { startFaultProxy, type FaultProxy } from "../../test/helpers/fault-proxy";
+import { APP, pusherVars } from "../../test/helpers/pusher";
 
 const PUBLISH_KEY = "pk-5c1d9e02-conformance-test";
 const TOKEN_SECRET = "ts-7a3f60b4-conformance-test";

@@ -3,8 +3,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { FanoutClient, type FanoutClientOptions, type RoomSubscription, type SubscriptionCause, type SubscriptionState } from "../../client-sdk/src/index";
 import { startServer, type LocalServer } from "../helpers/server";
-import { publish, waitFor } from "./sdk-harness";
-import { startProxy, type TcpProxy } from "./sdk-proxy";
+import { publish, waitFor } from "../helpers/sdk-harness";
+import { startProxy, type TcpProxy } from "../helpers/sdk-proxy";
 
 /**
  * FanoutClient against the local server's multiplexed connection (`GET /ws`,

@@ -7,8 +7,8 @@ import { mintToken } from "../../common/tokens";
 import { followRooms as untypedFollowRooms } from "../../docs/examples/raw-multiplex-client.mjs";
 import { startServer, type LocalServer } from "../helpers/server";
 import { publish, roomStats } from "../helpers/socket";
-import { Recorder, waitFor } from "./sdk-harness";
-import { startProxy, type TcpProxy } from "./sdk-proxy";
+import { Recorder, waitFor } from "../helpers/sdk-harness";
+import { startProxy, type TcpProxy } from "../helpers/sdk-proxy";
 
 type Message = RoomScoped<ServerMessage>;
 

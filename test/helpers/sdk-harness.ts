@@ -1,6 +1,6 @@
 import type { RoomClient } from "../../client-sdk/src/index";
 import type { ConnectionState, StateCause } from "../../client-sdk/src/events";
-import { until } from "../helpers/wait";
+import { until } from "./wait";
 
 /** Publishes `data` as JSON over HTTP; returns the message's seq. */
 export async function publish(baseUrl: string, room: string, data: unknown): Promise<number> {

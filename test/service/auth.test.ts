@@ -47,7 +47,7 @@ interface Refused {
 /**
  * Opens a socket asking for refusals as HTTP statuses (`X-Refusal: http`): these tests read the
  * status and JSON body. Without the header a refused upgrade is a socket closed with 4001/4003
- * (test/node/sdk-access.test.ts).
+ * (test/sdk/sdk-access.test.ts).
  */
 function connect(url: string, protocols?: string[], headers?: Record<string, string>): Promise<Opened | Refused> {
   return new Promise((resolve, reject) => {

@@ -6,8 +6,8 @@ import type { ServerMessage, PresenceEvent } from "../../protocol";
 import { followRoom as untypedFollowRoom } from "../../docs/examples/raw-client.mjs";
 import { startServer, type LocalServer } from "../helpers/server";
 import { publish, roomStats } from "../helpers/socket";
-import { Recorder, waitFor } from "./sdk-harness";
-import { startProxy, type TcpProxy } from "./sdk-proxy";
+import { Recorder, waitFor } from "../helpers/sdk-harness";
+import { startProxy, type TcpProxy } from "../helpers/sdk-proxy";
 
 /** The example is plain JavaScript: this is the shape it is used with. */
 const followRoom = untypedFollowRoom as unknown as (

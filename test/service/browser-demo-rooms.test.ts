@@ -1,8 +1,8 @@
 import { readFileSync } from "node:fs";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CHROMIUM, hasChromium, launchChromium } from "./browser-harness";
-import { FakeMultiplexServer } from "./sdk-fake-multiplex-server";
+import { CHROMIUM, hasChromium, launchChromium } from "../helpers/browser-harness";
+import { FakeMultiplexServer } from "../helpers/sdk-fake-multiplex-server";
 
 /**
  * The demo page with `?rooms=a,b,c` in headless Chromium: several rooms on

@@ -9,8 +9,8 @@ import {
   type SubscriptionCause,
   type SubscriptionState,
 } from "../../client-sdk/src/index";
-import { FakeMultiplexServer, fakeJwt, type FakeMultiplexOptions } from "./sdk-fake-multiplex-server";
-import { waitFor } from "./sdk-harness";
+import { FakeMultiplexServer, fakeJwt, type FakeMultiplexOptions } from "../helpers/sdk-fake-multiplex-server";
+import { waitFor } from "../helpers/sdk-harness";
 
 /**
  * FanoutClient and its RoomSubscriptions against the in-process multiplexed
