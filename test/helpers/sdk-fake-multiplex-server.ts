@@ -17,7 +17,8 @@ import {
   type ServerMessage,
   type SubscribeFrame,
 } from "../../protocol";
-import { Waiters, offeredProtocols, presentedToken, type Admission } from "./sdk-fake-server";
+import { offeredProtocols, presentedToken, type Admission } from "./sdk-fake-server";
+import { Waiters } from "./wait";
 
 /**
  * The multiplexed connection (`GET /ws`, protocol/multiplex.ts) in this
@@ -262,7 +263,7 @@ export class FakeMultiplexServer {
 
   /** Waits until `predicate` holds, re-checked on every connection, frame and close; fails after `timeoutMs`. */
   waitFor(predicate: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
-    return this.#waiters.waitFor(predicate, what, timeoutMs);
+    return this.#waiters.waitFor(predicate, { timeoutMs, what });
   }
 
   async stop(): Promise<void> {

@@ -15,6 +15,7 @@ import {
   type ServerEvent,
   type WelcomeEvent,
 } from "../../protocol";
+import { Waiters } from "./wait";
 
 /**
  * A room server in this process, speaking the wire protocol (docs/protocol.md)
@@ -89,33 +90,6 @@ export class FakeConnection {
   }
 }
 
-/** Predicates a test waits on, checked again whenever the server saw something. */
-export class Waiters {
-  #waiters = new Set<() => void>();
-
-  /** Waits until `predicate` holds, re-checked on every `notify`; fails after `timeoutMs`. */
-  async waitFor(predicate: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
-    if (predicate()) return;
-    await new Promise<void>((resolve, reject) => {
-      const check = () => {
-        if (!predicate()) return;
-        clearTimeout(timer);
-        this.#waiters.delete(check);
-        resolve();
-      };
-      const timer = setTimeout(() => {
-        this.#waiters.delete(check);
-        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}`));
-      }, timeoutMs);
-      this.#waiters.add(check);
-    });
-  }
-
-  notify(): void {
-    for (const waiter of [...this.#waiters]) waiter();
-  }
-}
-
 /** The subprotocols a client offered, in order. */
 export function offeredProtocols(request: IncomingMessage): string[] {
   return (request.headers["sec-websocket-protocol"] ?? "").split(",").map((p) => p.trim()).filter((p) => p !== "");
@@ -184,7 +158,7 @@ export class FakeRoomServer {
 
   /** Waits until `predicate` holds, re-checked on every connection, frame and close; fails after `timeoutMs`. */
   waitFor(predicate: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
-    return this.#waiters.waitFor(predicate, what, timeoutMs);
+    return this.#waiters.waitFor(predicate, { timeoutMs, what });
   }
 
   async stop(): Promise<void> {

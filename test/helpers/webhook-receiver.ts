@@ -2,6 +2,7 @@ import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Serv
 import type { AddressInfo } from "node:net";
 import type { WebhookEvent } from "../../protocol";
 import { verifyWebhook } from "../../examples/webhook-receiver/receiver.mjs";
+import { Waiters } from "./wait";
 
 /** One request as the receiver saw it. */
 export interface ReceivedRequest<Event = WebhookEvent> {
@@ -31,7 +32,7 @@ export class WebhookReceiver<Event = WebhookEvent> {
   #server: Server;
   #mode: "up" | "down" | "hang" = "up";
   #check: WebhookCheck;
-  #waiters = new Set<() => void>();
+  #waiters = new Waiters();
   #held: ServerResponse[] = [];
 
   private constructor(check: WebhookCheck) {
@@ -80,21 +81,8 @@ export class WebhookReceiver<Event = WebhookEvent> {
     return this.eventsOf(room).map((e) => ("member" in e.data ? `${e.type}:${e.data.member.id}` : e.type));
   }
 
-  async waitFor(predicate: (r: WebhookReceiver<Event>) => boolean, timeoutMs: number, what: string): Promise<void> {
-    if (predicate(this)) return;
-    await new Promise<void>((resolve, reject) => {
-      const check = () => {
-        if (!predicate(this)) return;
-        clearTimeout(timer);
-        this.#waiters.delete(check);
-        resolve();
-      };
-      const timer = setTimeout(() => {
-        this.#waiters.delete(check);
-        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}; received ${JSON.stringify(this.requests.map((r) => [r.status, r.events.map((e) => (e as { type?: string; name?: string }).type ?? (e as { name?: string }).name)]))}`));
-      }, timeoutMs);
-      this.#waiters.add(check);
-    });
+  waitFor(predicate: (r: WebhookReceiver<Event>) => boolean, timeoutMs: number, what: string): Promise<void> {
+    return this.#waiters.waitFor(() => predicate(this), { timeoutMs, what, detail: () => `received ${JSON.stringify(this.requests.map((r) => [r.status, r.events.map((e) => (e as { type?: string; name?: string }).type ?? (e as { name?: string }).name)]))}` });
   }
 
   async stop(): Promise<void> {
@@ -119,7 +107,7 @@ export class WebhookReceiver<Event = WebhookEvent> {
       const status = this.#mode === "up" && verified ? 204 : this.#mode === "up" ? 401 : 503;
       this.requests.push({ ...received, status });
       res.writeHead(status).end();
-      for (const waiter of [...this.#waiters]) waiter();
+      this.#waiters.notify();
     });
   }
 }

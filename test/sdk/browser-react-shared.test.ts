@@ -3,6 +3,7 @@ import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CHROMIUM, hasChromium, launchChromium } from "../helpers/browser-harness";
 import { FakeMultiplexServer } from "../helpers/sdk-fake-multiplex-server";
+import { sleep } from "../helpers/wait";
 
 /**
  * useRoom with `connection` in headless Chromium, under React StrictMode
@@ -101,7 +102,7 @@ describe("useRoom sharing one connection, in headless Chromium", () => {
       // One of a's components leaves: a stays subscribed for the other. The last one leaves: a is left.
       await page.click("#hide-a1");
       await page.waitForSelector("#a1", { state: "detached" });
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      await sleep(200);
       expect(connection.framesOf("unsubscribe")).toEqual([]);
       server.publish("a", "still followed");
       await page.waitForFunction(() => document.querySelectorAll("#a2 li").length === 3, null, { timeout: 15_000 });

@@ -12,6 +12,7 @@ import { startServer, type LocalServer } from "../helpers/server";
 import { hasChromium, launchChromium, serveFiles, type StaticServer } from "../helpers/browser-harness";
 import { publish } from "../helpers/sdk-harness";
 import { startProxy, type TcpProxy } from "../helpers/sdk-proxy";
+import { eventually, sleep } from "../helpers/wait";
 
 /**
  * The SDK as another project gets it: `npm pack` of a copy of client-sdk/
@@ -291,7 +292,7 @@ createRoot(document.getElementById("root")).render(h(StrictMode, null, h(App, { 
     await page.goto(`${files.url}/react.html`);
     await page.waitForSelector("#state:text('open')", { timeout: 15_000 });
     expect(await page.evaluate(() => (window as unknown as { effects: number }).effects)).toBe(2);
-    await new Promise((resolve) => setTimeout(resolve, 500)); // a second socket would have been opened by now
+    await sleep(500); // a second socket would have been opened by now
     expect(proxy!.accepted - acceptedBefore).toBe(1);
     const stats = async () => (await (await fetch(`${server.url}/rooms/${room}`)).json()) as { connections: number };
     expect((await stats()).connections).toBe(1);
@@ -308,8 +309,7 @@ createRoot(document.getElementById("root")).render(h(StrictMode, null, h(App, { 
 
     // Unmounting closes the socket.
     await page.click("#toggle");
-    const deadline = Date.now() + 10_000;
-    while ((await stats()).connections !== 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
+    await eventually(async () => (await stats()).connections === 0, { timeoutMs: 10_000, everyMs: 100, what: "the socket closed" });
     expect((await stats()).connections).toBe(0);
     expect(proxy!.accepted - acceptedBefore).toBe(1);
     expect(errors).toEqual([]);

@@ -7,6 +7,7 @@ import { startServer, type LocalServer } from "../helpers/server";
 import { hasChromium, launchChromium } from "../helpers/browser-harness";
 import { Recorder, publish, waitFor } from "../helpers/sdk-harness";
 import { startProxy } from "../helpers/sdk-proxy";
+import { sleep } from "../helpers/wait";
 
 /**
  * Tokens and refusals against the local server with TOKEN_SECRET and
@@ -34,7 +35,7 @@ const uniqueRoom = (label: string) => `access-${label}-${process.pid}-${Date.now
 const shortToken = (room: string) => mintToken(TOKEN_SECRET, { room, exp: Math.floor(Date.now() / 1000) + 2 });
 const untilExpired = (token: string) => {
   const { exp } = JSON.parse(Buffer.from(token.split(".")[1]!, "base64url").toString()) as { exp: number };
-  return new Promise((resolve) => setTimeout(resolve, Math.max(0, exp * 1000 - Date.now() + 100)));
+  return sleep(Math.max(0, exp * 1000 - Date.now() + 100));
 };
 
 /** What each connection attempt asked `ws` for, and the subprotocol the server selected. */
@@ -243,7 +244,7 @@ describe("refusals at the upgrade", () => {
       expect(bad.rec.states.at(-1)).toMatchObject({ state: "closed", code: 4001, reason: "the token is not a valid signed token" });
       expect(other.rec.states.at(-1)).toMatchObject({ state: "closed", code: 4003, reason: "the token does not open this room" });
       expect(none.rec.states.at(-1)).toMatchObject({ state: "closed", code: 4001 });
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      await sleep(300);
       expect(proxy.accepted).toBe(3);
       // A refused socket never reached the room: it holds nothing, so it is not even found.
       const stats = await fetch(`${server.url}/rooms/${room}`);

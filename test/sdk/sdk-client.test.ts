@@ -9,6 +9,7 @@ import { backoffCeiling } from "../../client-sdk/src/backoff";
 import { startServer, type LocalServer } from "../helpers/server";
 import { Recorder, publish, waitFor } from "../helpers/sdk-harness";
 import { startProxy, type TcpProxy } from "../helpers/sdk-proxy";
+import { sleep } from "../helpers/wait";
 
 // Ports 18100-18199 belong to these tests.
 const PORT = {
@@ -163,7 +164,7 @@ describe("RoomClient against the local server", () => {
       expect(rec.states.at(-1)).toMatchObject({ state: "reconnecting", cause: "network", code: 1006 });
       let last = first;
       for (let i = 1; i <= 20; i++) last = await publish(server.url, room, i);
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      await sleep(300);
       proxy.refuse(false);
       await waitFor(() => rec.seqs.at(-1) === last, "the messages published while disconnected");
       expect(rec.seqs).toEqual(Recorder.range(first, last));
@@ -217,10 +218,10 @@ describe("server-side closes", () => {
       await waitFor(() => client.state === "open", "the client to open");
       const start = client.lastSeq!;
       let last = start;
-      const until = Date.now() + 3000;
-      while (Date.now() < until) {
+      const end = Date.now() + 3000;
+      while (Date.now() < end) {
         last = await publish(server.url, room, `m${last + 1}`);
-        await new Promise((resolve) => setTimeout(resolve, 20));
+        await sleep(20);
       }
       // The room drops the socket from fan-out at once, but the runtime may
       // hold the TCP connection open after the close handshake, so the close
@@ -367,7 +368,7 @@ describe("reconnect policy", () => {
       expect(new Set(capped).size).toBeGreaterThan(1);
 
       const attempts = accepts.length;
-      await new Promise((resolve) => setTimeout(resolve, 600));
+      await sleep(600);
       expect(accepts.length).toBe(attempts); // closed means no further attempts
     } finally {
       await new Promise((resolve) => tcp.close(resolve));
@@ -388,7 +389,7 @@ describe("reconnect policy", () => {
       const restarting = open({ host, room: "restarting", backoff: { initialDelayMs: 20, maxDelayMs: 40 } });
       await waitFor(() => refused.client.state === "closed", "the refused client to stop");
       await waitFor(() => seen.filter((r) => r === "restarting").length >= 5, "the restarting client to retry");
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      await sleep(300);
       expect(seen.filter((r) => r === "unauthorized")).toHaveLength(1);
       expect(refused.rec.states.at(-1)).toMatchObject({ state: "closed", cause: "auth_refused", code: 4001 });
       expect(restarting.rec.states[0]).toMatchObject({ state: "reconnecting", cause: "server_closed", code: 1012, reason: "test" });
@@ -412,7 +413,7 @@ describe("reconnect policy", () => {
     try {
       const { client, rec } = open({ host: `http://127.0.0.1:${PORT.stopCodes}`, room: "x", backoff: { initialDelayMs: 20, maxDelayMs: 40 } });
       await waitFor(() => client.state === "closed", "the client to stop");
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      await sleep(300);
       expect(attempts).toBe(1);
       expect(rec.states.at(-1)).toMatchObject({ state: "closed", cause: "auth_refused", code: 4001 });
     } finally {

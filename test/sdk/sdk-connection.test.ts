@@ -3,6 +3,7 @@ import { Connection, type ConnectionOptions } from "../../client-sdk/src/connect
 import type { ConnectionState, StateCause } from "../../client-sdk/src/events";
 import type { WebSocketConstructor, WebSocketLike } from "../../client-sdk/src/transport";
 import { CLOSE_CODES, CloseCode, PING, PONG } from "../../protocol";
+import { sleep } from "../helpers/wait";
 
 /**
  * Connection, the part of the client that keeps one socket up, as a state
@@ -183,7 +184,7 @@ describe("tokens", () => {
     const c = connect({
       token: async () => {
         c.log.push("token");
-        await new Promise((resolve) => setTimeout(resolve, 100)); // an endpoint that takes its time
+        await sleep(100); // an endpoint that takes its time
         return `t${++calls}`;
       },
     });

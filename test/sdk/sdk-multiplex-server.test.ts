@@ -5,6 +5,7 @@ import { FanoutClient, type FanoutClientOptions, type RoomSubscription, type Sub
 import { startServer, type LocalServer } from "../helpers/server";
 import { publish, waitFor } from "../helpers/sdk-harness";
 import { startProxy, type TcpProxy } from "../helpers/sdk-proxy";
+import { sleep } from "../helpers/wait";
 
 /**
  * FanoutClient against the local server's multiplexed connection (`GET /ws`,
@@ -182,7 +183,7 @@ describe("the multiplexed connection of the local server, with tokens", () => {
     await waitFor(() => log.subscription.state === "subscribed", "the room");
     await waitFor(() => authorized.length === 1, "the refresh", 10_000);
     // Past the first token's expiry (and the server's check of it): still the first connection.
-    await new Promise((resolve) => setTimeout(resolve, Math.max(0, firstExpiry * 1000 - Date.now()) + 3000));
+    await sleep(Math.max(0, firstExpiry * 1000 - Date.now()) + 3000);
     await publish(server.url, `${prefix}room`, "after the first token expired");
     await waitFor(() => log.seqs.length === 1, "a message");
     expect(states).toEqual(["open:welcome"]);

@@ -11,6 +11,7 @@ import {
 } from "../../client-sdk/src/index";
 import { FakeMultiplexServer, fakeJwt, type FakeMultiplexOptions } from "../helpers/sdk-fake-multiplex-server";
 import { waitFor } from "../helpers/sdk-harness";
+import { sleep } from "../helpers/wait";
 
 /**
  * FanoutClient and its RoomSubscriptions against the in-process multiplexed
@@ -38,7 +39,6 @@ afterEach(async () => {
   for (const client of clients.splice(0)) client.close();
   await Promise.all(servers.splice(0).map((s) => s.stop()));
 });
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Everything one subscription delivered, in order. */
 class SubscriptionLog {

@@ -5,6 +5,7 @@ import { startServer, type LocalServer } from "../helpers/server";
 import { TestSocket } from "../helpers/socket";
 import { waitFor } from "../helpers/sdk-harness";
 import { startProxy, type TcpProxy } from "../helpers/sdk-proxy";
+import { sleep } from "../helpers/wait";
 
 const WINDOW = 16 * 1024;
 let server: LocalServer;
@@ -78,7 +79,7 @@ describe("presence in the client", () => {
     proxy.drop();
     await waitFor(() => client.state === "reconnecting", "the drop");
     const late = await TestSocket.open(`${server.wsUrl}/rooms/${room}/ws?member=late`);
-    await new Promise((r) => setTimeout(r, 200));
+    await sleep(200);
     proxy.refuse(false);
     await waitFor(() => proxy.accepted > accepted && client.presence.members?.has("late") === true, "the fresh sync");
     expect([...(client.presence.members?.keys() ?? [])].sort()).toEqual(["late", "me"]);

@@ -5,6 +5,7 @@ import { CloseCode, parseServerFrame, type ErrorBody, type ServerEvent } from ".
 import { mintToken } from "../../common/tokens";
 import { runTokenCli } from "../../tools/token-command";
 import { startServer, type LocalServer } from "../helpers/server";
+import { sleep, until, Waiters } from "../helpers/wait";
 
 const PUBLISH_KEY = "pk-3f9c1e7a-access-test";
 const TOKEN_SECRET = "ts-8b2d4a61-access-test";
@@ -53,8 +54,7 @@ function connect(url: string, protocols?: string[], headers?: Record<string, str
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(url, protocols, { headers: { "X-Refusal": "http", ...headers } });
     const events: ServerEvent[] = [];
-    const waiters = new Set<() => void>();
-    const notify = () => waiters.forEach((w) => w());
+    const waiters = new Waiters();
     const closed = new Promise<{ code: number; reason: string }>((settle) => {
       ws.on("close", (code, reason) => settle({ code, reason: reason.toString() }));
       // The close frame is the answer; workerd may hold the TCP connection open for a while after it.
@@ -66,23 +66,10 @@ function connect(url: string, protocols?: string[], headers?: Record<string, str
     ws.on("message", (data) => {
       const parsed = parseServerFrame(data.toString());
       if (parsed.ok) events.push(...parsed.value);
-      notify();
+      waiters.notify();
     });
     const waitFor = (predicate: (e: ServerEvent[]) => boolean, what: string, timeoutMs = 10_000) =>
-      new Promise<void>((ok, fail) => {
-        const check = () => {
-          if (!predicate(events)) return;
-          clearTimeout(timer);
-          waiters.delete(check);
-          ok();
-        };
-        const timer = setTimeout(() => {
-          waiters.delete(check);
-          fail(new Error(`timed out waiting for ${what}; events: ${JSON.stringify(events)}`));
-        }, timeoutMs);
-        waiters.add(check);
-        check();
-      });
+      waiters.waitFor(() => predicate(events), { timeoutMs, what, detail: () => `events: ${JSON.stringify(events)}` });
     ws.once("open", () => resolve({ kind: "open", ws, protocol: ws.protocol, events, closed, waitFor }));
     ws.once("unexpected-response", (_req, res) => {
       let text = "";
@@ -130,12 +117,10 @@ const tokenFor = (room: string, extra: Partial<Parameters<typeof mintToken>[1]> 
 
 /** Waits until the server's output contains `text` (logs arrive asynchronously). */
 async function outputContains(server: LocalServer, text: string, timeoutMs = 5000): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (server.output().includes(text)) return true;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return false;
+  return until(() => server.output().includes(text), { timeoutMs, everyMs: 50 }).then(
+    () => true,
+    () => false,
+  );
 }
 
 // ---------------------------------------------------------------------------
@@ -283,7 +268,7 @@ describe("subscribe tokens", () => {
     const exp = Math.floor(Date.now() / 1000) + 3;
     const s = await expectOpen(connect(wsUrl(secured, room, `?token=${await tokenFor(room, { exp })}`)));
     const wait = exp * 1000 - Date.now() + 250;
-    await new Promise((r) => setTimeout(r, Math.max(0, wait)));
+    await sleep(Math.max(0, wait));
     // The room checks expiry on the socket's next frame (and on its periodic sweep).
     s.ws.send(JSON.stringify({ type: "ack", seq: 0 }));
     const closed = await Promise.race([s.closed, new Promise<null>((r) => setTimeout(() => r(null), 10_000))]);

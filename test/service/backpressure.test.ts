@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CloseCode, type LostEvent } from "../../protocol";
 import { startServer, type LocalServer } from "../helpers/server";
 import { expectSeqs, publish, roomStats, TestSocket } from "../helpers/socket";
+import { readUntil, sleep } from "../helpers/wait";
 
 // An 8 KiB window and ~1 KiB messages: a few messages fill it, yet an
 // acknowledging client (one or two frames in flight) never reaches it.
@@ -50,7 +51,7 @@ describe("cursor per socket", () => {
     expectSeqs(lagging.messages, 1, N);
     expect(lagging.events.some((e) => e.type === "lost")).toBe(false);
     lagging.ack();
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
     const level = await roomStats(server.url, room);
     expect(level.behind).toBe(0);
     expect(level.catchUpFrames).toBeGreaterThan(0);
@@ -168,13 +169,8 @@ describe("acks are claims", () => {
       expect(stats.windowBytesMax).toBeLessThanOrEqual(WINDOW_BOUND);
       expect(stats.behind).toBe(1);
       // Behind with no acknowledged progress for SLOW_GRACE_MS: closed with 4008.
-      const deadline = Date.now() + 10_000;
-      let kicked = stats.kicks;
-      while (kicked === 0 && Date.now() < deadline) {
-        await new Promise((r) => setTimeout(r, 250));
-        kicked = (await roomStats(graceful.url, room)).kicks;
-      }
-      expect(kicked).toBe(1);
+      const kicked = await readUntil(() => roomStats(graceful.url, room), (s) => s.kicks !== 0, { timeoutMs: 10_000, everyMs: 250, what: "the kick" });
+      expect(kicked.kicks).toBe(1);
       const after = await roomStats(graceful.url, room);
       expect(after.connections).toBe(1);
       expect(after.behind).toBe(0);

@@ -8,6 +8,7 @@ import { startServer, type LocalServer } from "../helpers/server";
 import { hasChromium, launchChromium } from "../helpers/browser-harness";
 import { publish } from "../helpers/sdk-harness";
 import { startProxy } from "../helpers/sdk-proxy";
+import { sleep } from "../helpers/wait";
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const CHROMIUM_ARGS = [
@@ -68,7 +69,7 @@ describe("demo page in headless Chromium", () => {
       proxy.drop();
       await page.waitForSelector('#state[data-state="reconnecting"]', { timeout: 15_000 });
       for (let i = 21; i <= 40; i++) last = await publish(server.url, room, { text: `while away ${i}` });
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      await sleep(500);
       proxy.refuse(false);
 
       await page.waitForSelector('#state[data-state="open"]', { timeout: 40_000 });
@@ -159,7 +160,7 @@ describe("demo page with tokens, in headless Chromium", () => {
       await page.waitForSelector('#state[data-state="closed"]', { timeout: 15_000 });
       expect(await page.$$eval("#messages li.notice", (items) => items.map((li) => li.textContent))).toEqual([notice]);
     }
-    await new Promise((resolve) => setTimeout(resolve, 1500)); // retries would have come by now
+    await sleep(1500); // retries would have come by now
     const refusals = server!.output().split("\n").filter((l) => l.includes(`"room":"${room}"`) && l.includes('"event":"refusal"'));
     expect(refusals.map((l) => (JSON.parse(l) as { reason: string; close: number }).reason)).toEqual(cases.map((c) => c.reason));
 

@@ -3,6 +3,7 @@ import type { ServerMessage } from "../../protocol";
 import type { LocalServer } from "../helpers/server";
 import { managedServers } from "../helpers/servers";
 import { TestSocket } from "../helpers/socket";
+import { sleep } from "../helpers/wait";
 
 const serve = managedServers();
 
@@ -35,7 +36,7 @@ describe("durability", () => {
         }
       }
     });
-    await new Promise((r) => setTimeout(r, 1500));
+    await sleep(1500);
     await first.stop("SIGKILL");
     stop = true;
     await Promise.all(publishers);

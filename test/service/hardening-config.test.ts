@@ -9,6 +9,7 @@ import WebSocket from "ws";
 import { mintToken } from "../../common/tokens";
 import { privateDirOf, type LocalServer } from "../helpers/server";
 import { managedServers } from "../helpers/servers";
+import { sleep } from "../helpers/wait";
 
 // `npm start` reads configuration as `wrangler dev` does, and keeps secrets
 // off the disk, out of its output and out of reach of the network.
@@ -142,7 +143,7 @@ describe("secrets stay off the disk and the network", () => {
       expect(res.status, path).toBe(404);
       await res.arrayBuffer();
     }
-    await new Promise((r) => setTimeout(r, 500));
+    await sleep(500);
     expect(closes).toEqual([]);
     expect(held.readyState).toBe(WebSocket.OPEN);
     held.terminate();

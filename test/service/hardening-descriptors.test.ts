@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { alive, type LocalServer } from "../helpers/server";
 import { managedServers } from "../helpers/servers";
-import { sleep } from "../helpers/wait";
+import { sleep, until } from "../helpers/wait";
 
 // Storms of connections at three times the descriptor limit: the server must
 // keep running and keep serving the sockets it holds; the rest are refused or
@@ -58,8 +58,7 @@ async function expectServed(server: LocalServer, room: string, held: Held, mark:
   expect(res.status).toBe(200);
   const body = (await res.json()) as { recipients: number };
   expect(body.recipients).toBeGreaterThanOrEqual(held.sockets.length);
-  const deadline = Date.now() + 10_000;
-  while ((held.received.get(mark) ?? 0) < held.sockets.length && Date.now() < deadline) await sleep(50);
+  await until(() => (held.received.get(mark) ?? 0) >= held.sockets.length, { timeoutMs: 10_000, everyMs: 50, what: "the message on every held socket" });
   expect(held.received.get(mark) ?? 0).toBe(held.sockets.length);
 }
 

@@ -4,7 +4,7 @@ import WebSocket from "ws";
 import { DEFAULTS } from "../../common/settings";
 import { CloseCode } from "../../protocol";
 import { startServer, type LocalServer } from "../helpers/server";
-import { sleep } from "../helpers/wait";
+import { until } from "../helpers/wait";
 
 // workerd buffers a client message whole (up to 32 MiB) before the room can
 // refuse it. Behind the accept gate an oversized message is refused at its
@@ -51,14 +51,10 @@ function open(server: LocalServer, room: string): Promise<Client> {
   });
 }
 
-async function waitFor(client: Client, predicate: (e: Record<string, unknown>) => boolean): Promise<Record<string, unknown>> {
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const found = client.events.find(predicate);
-    if (found) return found;
-    if (Date.now() > deadline) throw new Error(`timed out; events: ${JSON.stringify(client.events.slice(-3))}`);
-    await sleep(20);
-  }
+/** The first event `client` received that `predicate` accepts, once one has come. */
+async function eventOf(client: Client, predicate: (e: Record<string, unknown>) => boolean): Promise<Record<string, unknown>> {
+  await until(() => client.events.some(predicate), { timeoutMs: 10_000, what: "the event", everyMs: 20 });
+  return client.events.find(predicate)!;
 }
 
 describe("oversized client messages", () => {
@@ -75,7 +71,7 @@ describe("oversized client messages", () => {
     expect(rssMb(gated.workerdPid) - before).toBeLessThan(16);
     // The room's other sockets are served as before.
     bystander.ws.send(JSON.stringify({ type: "publish", data: "still here", id: "b1" }));
-    expect(await waitFor(bystander, (e) => e.type === "published")).toMatchObject({ id: "b1", seq: 1 });
+    expect(await eventOf(bystander, (e) => e.type === "published")).toMatchObject({ id: "b1", seq: 1 });
     bystander.ws.close();
   });
 
@@ -88,12 +84,12 @@ describe("oversized client messages", () => {
     const exact = JSON.stringify({ type: "publish", data: "y".repeat(MAX_FRAME - envelope.length), id: "edge" });
     expect(Buffer.byteLength(exact)).toBe(MAX_FRAME);
     client.ws.send(exact);
-    expect(await waitFor(client, (e) => e.type === "error" && e.id === "edge")).toMatchObject({ code: "too_large" });
+    expect(await eventOf(client, (e) => e.type === "error" && e.id === "edge")).toMatchObject({ code: "too_large" });
     // A message in two fragments, 40 KB in all.
     const whole = JSON.stringify({ type: "publish", data: "z".repeat(40_000), id: "frag" });
     client.ws.send(whole.slice(0, 20_000), { fin: false });
     client.ws.send(whole.slice(20_000), { fin: true });
-    expect(await waitFor(client, (e) => e.type === "published" && e.id === "frag")).toMatchObject({ seq: 1 });
+    expect(await eventOf(client, (e) => e.type === "published" && e.id === "frag")).toMatchObject({ seq: 1 });
     // Two fragments each within the limit, the message not.
     const half = Math.ceil((MAX_FRAME + 1) / 2);
     client.ws.send("a".repeat(half), { fin: false });
@@ -119,7 +115,7 @@ describe("oversized client messages", () => {
     ws.send(whole.slice(0, 500), { fin: false });
     ws.ping(lookalike);
     ws.send(whole.slice(500), { fin: true });
-    expect(await waitFor(client, (e) => e.type === "published" && e.id === "around-ping")).toMatchObject({ seq: 1 });
+    expect(await eventOf(client, (e) => e.type === "published" && e.id === "around-ping")).toMatchObject({ seq: 1 });
     // A close whose reason holds the same bytes: the client reads the room's answer to it, not a 1009 from the gate.
     ws.close(4000, lookalike.toString("latin1"));
     expect(await client.closed).toBe(4000);
@@ -132,7 +128,7 @@ describe("oversized client messages", () => {
     sender.ws.send("x".repeat(2 * 1024 * 1024));
     expect(await sender.closed).toBe(CloseCode.MESSAGE_TOO_BIG);
     bystander.ws.send(JSON.stringify({ type: "publish", data: "still here", id: "d1" }));
-    expect(await waitFor(bystander, (e) => e.type === "published")).toMatchObject({ id: "d1" });
+    expect(await eventOf(bystander, (e) => e.type === "published")).toMatchObject({ id: "d1" });
     bystander.ws.close();
   });
 });

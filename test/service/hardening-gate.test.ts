@@ -5,6 +5,7 @@ import WebSocket from "ws";
 import { CloseCode } from "../../protocol";
 import { startServer, type LocalServer } from "../helpers/server";
 import { TestSocket } from "../helpers/socket";
+import { sleep, until } from "../helpers/wait";
 
 // The accept gate judges every request on a connection by its complete head:
 // an upgrade is guarded and counted as a socket however its head arrives and
@@ -34,7 +35,6 @@ async function serve(...args: Parameters<typeof startServer>): Promise<LocalServ
   return server;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const descriptors = (pid: number) => readdirSync(`/proc/${pid}/fd`).length;
 const MAX_FRAME = 65_536;
 
@@ -66,15 +66,6 @@ function rawConnect(port: number): Promise<Raw> {
     socket.once("connect", () => resolve(raw));
     socket.once("error", reject);
   });
-}
-
-async function until(condition: () => boolean, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (condition()) return true;
-    await sleep(20);
-  }
-  return condition();
 }
 
 const upgradeHead = (room: string) =>
@@ -115,10 +106,10 @@ function closeCode(raw: Raw): number | null {
  * rest before the room could).
  */
 async function expectRefusedAtHeader(raw: Raw): Promise<void> {
-  expect(await until(() => raw.text().includes(SWITCHED), 10_000)).toBe(true);
+  await until(() => raw.text().includes(SWITCHED), { timeoutMs: 10_000, what: "the 101" });
   raw.socket.write(frameHeader(8 * 1024 * 1024));
   raw.socket.write(Buffer.alloc(MAX_FRAME + 1, 0x78));
-  await until(() => closeCode(raw) !== null, 5000);
+  await until(() => closeCode(raw) !== null, { timeoutMs: 5000, what: "a close frame" });
   expect(closeCode(raw)).toBe(CloseCode.MESSAGE_TOO_BIG);
   raw.socket.destroy();
 }
@@ -136,7 +127,7 @@ describe("an upgrade is judged by its own complete head", () => {
   it("sent after a keep-alive request on the same connection", async () => {
     const raw = await rawConnect(gated.port);
     raw.socket.write(healthz);
-    expect(await until(() => raw.text().includes('{"ok":true}'), 5000)).toBe(true);
+    await until(() => raw.text().includes('{"ok":true}'), { timeoutMs: 5000, what: "the health answer" });
     raw.socket.write(upgradeHead("after-request"));
     await expectRefusedAtHeader(raw);
   });
@@ -152,9 +143,9 @@ describe("an upgrade is judged by its own complete head", () => {
     const raw = await rawConnect(gated.port);
     // Not a room name: answered 400, and the connection carries on as HTTP.
     raw.socket.write(upgradeHead("-bad"));
-    expect(await until(() => raw.text().includes('"error":"bad_room"'), 5000)).toBe(true);
+    await until(() => raw.text().includes('"error":"bad_room"'), { timeoutMs: 5000, what: "the bad_room refusal" });
     raw.socket.write(healthz);
-    expect(await until(() => raw.text().includes('{"ok":true}'), 5000)).toBe(true);
+    await until(() => raw.text().includes('{"ok":true}'), { timeoutMs: 5000, what: "the health answer" });
     raw.socket.write(upgradeHead("after-refusal"));
     await expectRefusedAtHeader(raw);
   });
@@ -174,7 +165,7 @@ describe("heads the gate cannot read as workerd would", () => {
     it(`${what}: answered ${status} with a JSON error, never forwarded`, async () => {
       const raw = await rawConnect(gated.port);
       raw.socket.write(request);
-      expect(await until(() => raw.ended, 5000)).toBe(true);
+      await until(() => raw.ended, { timeoutMs: 5000, what: "the server's end of the connection" });
       const text = raw.text();
       expect(text.startsWith(`HTTP/1.1 ${status} `)).toBe(true);
       expect(JSON.parse(text.slice(text.indexOf("\r\n\r\n") + 4))).toMatchObject({ error: expect.any(String), message: expect.any(String) });
@@ -187,7 +178,7 @@ describe("heads the gate cannot read as workerd would", () => {
     const raw = await rawConnect(gated.port);
     // workerd reads whatever follows a last chunk as the next request; the gate forwards the body up to there and no further.
     raw.socket.write("POST /rooms/chunked/publish HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n" + upgradeHead("hidden"));
-    expect(await until(() => raw.ended, 5000)).toBe(true);
+    await until(() => raw.ended, { timeoutMs: 5000, what: "the server's end of the connection" });
     expect(raw.text()).toMatch(/^HTTP\/1\.1 200 /);
     expect(raw.text()).not.toContain(SWITCHED);
     raw.socket.destroy();
@@ -196,7 +187,7 @@ describe("heads the gate cannot read as workerd would", () => {
   it("a head that has not arrived in 5 s is answered 408", async () => {
     const raw = await rawConnect(gated.port);
     raw.socket.write("GET /healthz HTTP/1.1\r\nHost: x\r\n");
-    expect(await until(() => raw.ended, 8000)).toBe(true);
+    await until(() => raw.ended, { timeoutMs: 8000, what: "the server's end of the connection" });
     expect(raw.text()).toMatch(/^HTTP\/1\.1 408 /);
     raw.socket.destroy();
   });
@@ -212,12 +203,12 @@ async function handshake(port: number, room: string, style: number): Promise<{ r
     raw.socket.write(head.slice(20));
   } else if (style === 1) {
     raw.socket.write(healthz);
-    await until(() => raw.text().includes('{"ok":true}') || raw.ended, 5000);
+    await until(() => raw.text().includes('{"ok":true}') || raw.ended, { timeoutMs: 5000, what: "the health answer" });
     raw.socket.write(upgradeHead(room));
   } else {
     raw.socket.write(healthz + upgradeHead(room));
   }
-  await until(() => /HTTP\/1\.1 (?!200)\d{3}/.test(raw.text()) || raw.closed, 10_000);
+  await until(() => /HTTP\/1\.1 (?!200)\d{3}/.test(raw.text()) || raw.closed, { timeoutMs: 10_000, what: "the upgrade's answer" });
   const status = Number(/HTTP\/1\.1 ((?!200)\d{3})/.exec(raw.text())?.[1] ?? 0);
   return { raw, status };
 }
@@ -258,10 +249,10 @@ describe("peers that never close their half", () => {
     // Half send a request that workerd answers and closes; half send one byte and nothing more.
     peers.forEach((p, i) => p.socket.write(i % 2 === 0 ? "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" : "G"));
     // Each gets its answer (the byte senders a 408 after 5 s) and the server's end, and none closes its side.
-    expect(await until(() => peers.every((p) => p.ended), 10_000)).toBe(true);
+    await until(() => peers.every((p) => p.ended), { timeoutMs: 10_000, what: "every peer's end" });
     peers.forEach((p, i) => expect(p.text()).toMatch(i % 2 === 0 ? /^HTTP\/1\.1 200 / : /^HTTP\/1\.1 408 /));
     // The server has let go of all of them all the same.
-    expect(await until(() => descriptors(server.pid) <= baseline + 5, 5000)).toBe(true);
+    await until(() => descriptors(server.pid) <= baseline + 5, { timeoutMs: 5000, what: "the descriptors given back" });
     const ws = new WebSocket(`${server.wsUrl}/rooms/after/ws`);
     const opened = await new Promise<boolean>((resolve) => {
       ws.once("open", () => resolve(true));
@@ -298,7 +289,7 @@ describe("the gate's own counts", () => {
     for (const reader of readers) expect((await reader.closed).code).toBe(CloseCode.SLOW_CONSUMER);
     const from = server.output().length;
     const settled = () => levelsAfter(server, from).some((l) => l.relayed === 0 && l.sockets === 0 && l.pending === 0);
-    expect(await until(settled, 25_000)).toBe(true);
+    await until(settled, { timeoutMs: 25_000, what: "the gate back to zero" });
     for (const line of levelsAfter(server, from)) {
       expect(Math.min(line.relayed, line.sockets, line.pending)).toBeGreaterThanOrEqual(0);
     }

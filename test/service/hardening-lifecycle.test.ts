@@ -9,7 +9,7 @@ import WebSocket from "ws";
 import { CloseCode } from "../../protocol";
 import { alive, freePort, privateDirOf } from "../helpers/server";
 import { managedServers } from "../helpers/servers";
-import { sleep, until } from "../helpers/wait";
+import { readUntil, sleep, until } from "../helpers/wait";
 
 // Whatever stops the launcher stops workerd; a start that cannot have its port
 // says so; a shutting-down server refuses new sockets instead of dropping them,
@@ -161,8 +161,7 @@ describe("stopped by the same signal twice", () => {
       expect(codes).toEqual(Array(5).fill(CloseCode.SERVICE_RESTART));
       await until(() => !alive(workerd), { timeoutMs: 8000, what: "workerd to exit" });
       // The launcher lets the port go as it exits, just after workerd.
-      let free = false;
-      for (let deadline = Date.now() + 5000; !free && Date.now() < deadline; await sleep(100)) free = await portFree(port);
+      const free = await readUntil(() => portFree(port), (isFree) => isFree, { timeoutMs: 5000, everyMs: 100, what: "the port to be free" });
       expect(free).toBe(true);
     } finally {
       try {

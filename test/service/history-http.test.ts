@@ -3,6 +3,7 @@ import type { HistoryPage, RoomStats } from "../../protocol";
 import { fetchHistory, HistoryError, historyPages } from "../../client-sdk/src/history";
 import { startServer, type LocalServer } from "../helpers/server";
 import { TestSocket } from "../helpers/socket";
+import { sleep } from "../helpers/wait";
 
 /**
  * History over HTTP and retention rules against the local server: the publish
@@ -91,11 +92,11 @@ describe("HISTORY_RULES", () => {
     (await TestSocket.open(`${server.wsUrl}/rooms/short:b/ws?rewind=5`)).close();
     // brief: keeps a second: ten messages, then two more after they aged out.
     await publishEach("brief:a", 10);
-    await new Promise((r) => setTimeout(r, 1500));
+    await sleep(1500);
     await publishEach("brief:a", 2);
     const rewound = await TestSocket.open(`${server.wsUrl}/rooms/brief:a/ws?rewind=5`);
     await rewound.waitForMessages(2);
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
     expect(rewound.events[0]).toMatchObject({ type: "welcome", seq: 10 });
     expect(rewound.events.some((e) => e.type === "lost")).toBe(false);
     expect(rewound.messages.map((m) => m.seq)).toEqual([11, 12]);

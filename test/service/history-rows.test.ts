@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startServer, type LocalServer } from "../helpers/server";
 import { expectSeqs, publish, roomStats, TestSocket } from "../helpers/socket";
+import { sleep } from "../helpers/wait";
 
 let interval: LocalServer;
 
@@ -22,7 +23,7 @@ describe("history rows", () => {
     for (let i = 0; i < 20; i++) {
       const at = Date.now();
       answers.push(publish(interval.url, room, { i }).then((r) => ({ status: r.status, ms: Date.now() - at })));
-      await new Promise((r) => setTimeout(r, 200));
+      await sleep(200);
     }
     const done = await Promise.all(answers);
     expect(done.every((d) => d.status === 200)).toBe(true);

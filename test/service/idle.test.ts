@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CloseCode } from "../../protocol";
 import { startServer, type LocalServer } from "../helpers/server";
 import { roomStats, TestSocket } from "../helpers/socket";
+import { sleep } from "../helpers/wait";
 
 const IDLE_TIMEOUT_SECONDS = 12;
 let server: LocalServer;
@@ -42,7 +43,7 @@ describe("idle sockets", () => {
     const s = await TestSocket.open(`${server.wsUrl}/rooms/${room}/ws`);
     const timer = setInterval(() => s.send("ping"), 3000);
     try {
-      await new Promise((r) => setTimeout(r, (IDLE_TIMEOUT_SECONDS + 8) * 1000));
+      await sleep((IDLE_TIMEOUT_SECONDS + 8) * 1000);
       expect(s.closeInfo).toBeNull();
       expect((await roomStats(server.url, room)).connections).toBe(1);
     } finally {

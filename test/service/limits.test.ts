@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CloseCode } from "../../protocol";
 import { startServer, type LocalServer } from "../helpers/server";
 import { publish, refusedUpgrade, roomStats, TestSocket } from "../helpers/socket";
+import { sleep } from "../helpers/wait";
 
 let server: LocalServer;
 
@@ -25,7 +26,7 @@ describe("abuse limits", () => {
     // A place frees up when a socket leaves.
     held[0]?.close();
     await held[0]?.closed;
-    await new Promise((r) => setTimeout(r, 200));
+    await sleep(200);
     const again = await TestSocket.open(`${server.wsUrl}/rooms/${room}/ws`);
     expect((await roomStats(server.url, room)).refusals.room_full).toBe(1);
     for (const s of [...held.slice(1), again]) s.close();

@@ -3,6 +3,7 @@ import { CloseCode, MAX_ECHOED_ROOM_LENGTH, type ConnectionWelcomeEvent } from "
 import { MuxSocket } from "../helpers/multiplex";
 import { startServer, type LocalServer } from "../helpers/server";
 import { publish, roomStats, TestSocket } from "../helpers/socket";
+import { sleep } from "../helpers/wait";
 
 /**
  * The multiplexed connection (`GET /ws`) against the local server: one socket
@@ -90,7 +91,7 @@ describe("a multiplexed connection", () => {
     mux.send({ type: "unsubscribe", room: "mx-p" });
     await mux.waitFor((s) => s.of("unsubscribed").length === 1);
     await publish(server.url, "mx-p", "after");
-    await new Promise((r) => setTimeout(r, 300));
+    await sleep(300);
     expect(mux.messages("mx-p")).toHaveLength(1);
     mux.close();
   });

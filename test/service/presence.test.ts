@@ -4,7 +4,7 @@ import type { PresenceEvent, PresenceMember } from "../../protocol";
 import { MuxSocket } from "../helpers/multiplex";
 import { startServer, type LocalServer } from "../helpers/server";
 import { publish, refusedUpgrade, roomStats, TestSocket } from "../helpers/socket";
-import { sleep } from "../helpers/wait";
+import { sleep, until } from "../helpers/wait";
 
 const LEAVE_DELAY_MS = 1500;
 const MAX_MEMBERS = 3;
@@ -198,8 +198,7 @@ describe("presence events", () => {
     const frames: string[] = [];
     ws.on("message", (d) => frames.push(d.toString()));
     await new Promise((resolve) => ws.once("open", resolve));
-    const deadline = Date.now() + 5000;
-    while (!frames.some((f) => f.includes('"presence"')) && Date.now() < deadline) await sleep(20);
+    await until(() => frames.some((f) => f.includes('"presence"')), { timeoutMs: 5000, everyMs: 20, what: "the presence sync" });
     expect(frames.map((f) => JSON.parse(f) as { type: string })[1]).toMatchObject({
       type: "presence",
       action: "sync",

@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { HistoryPage, ServerMessage } from "../../protocol";
 import { startServer, type LocalServer } from "../helpers/server";
 import { TestSocket } from "../helpers/socket";
+import { sleep, until } from "../helpers/wait";
 
 /**
  * Publishes retried with their Idempotency-Key against the local server:
@@ -40,14 +41,8 @@ async function allHistory(server: LocalServer, room: string): Promise<HistoryPag
   }
 }
 
-async function waitForOutput(server: LocalServer, pattern: RegExp, timeoutMs: number): Promise<string> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const match = pattern.exec(server.output());
-    if (match) return match[0];
-    if (Date.now() > deadline) throw new Error(`no ${pattern} in the server's output:\n${server.output().slice(-2000)}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+function waitForOutput(server: LocalServer, pattern: RegExp, timeoutMs: number): Promise<void> {
+  return until(() => pattern.test(server.output()), { timeoutMs, everyMs: 20, what: `${pattern} in the server's output`, detail: () => server.output().slice(-2000) });
 }
 
 describe("publishes retried with an Idempotency-Key", () => {
@@ -119,7 +114,7 @@ describe("publishes retried with an Idempotency-Key", () => {
     expect(new Set(history.map((m) => (m.data as { n: number }).n)).size).toBe(COUNT);
     for (const socket of sockets) {
       await socket.waitForMessages(COUNT, 30_000);
-      await new Promise((r) => setTimeout(r, 200));
+      await sleep(200);
       const got: ServerMessage[] = socket.messages;
       expect(got.map((m) => m.seq)).toEqual(Array.from({ length: COUNT }, (_, i) => i + 1));
       socket.close();

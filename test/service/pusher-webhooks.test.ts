@@ -2,7 +2,7 @@ import type Pusher from "pusher-js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { PusherWebhookBody, PusherWebhookEvent } from "../../protocol/pusher";
 import { startServer, type LocalServer } from "../helpers/server";
-import { until } from "../helpers/wait";
+import { sleep, until } from "../helpers/wait";
 import { WebhookReceiver } from "../helpers/webhook-receiver";
 import { APP, backEnd, connected, frontEnd, pusherVars, pusherWebhookCheck, record } from "../helpers/pusher";
 
@@ -131,7 +131,7 @@ describe("Pusher webhooks", () => {
     bob.disconnect();
     await until(() => receiver.requests.filter((r) => r.status === 503 && r.events.some((e) => e.channel === channel)).length >= 2, { what: "refused attempts", timeoutMs: 15_000 });
     ada.disconnect();
-    await new Promise((r) => setTimeout(r, LEAVE_DELAY_MS * 3));
+    await sleep(LEAVE_DELAY_MS * 3);
     receiver.mode = "up";
     await receiver.waitFor(() => story(receiver, channel).includes("channel_vacated"), 20_000, "the backlog");
     expect(story(receiver, channel)).toEqual(["channel_occupied", "member_added:ada", "member_added:bob", "member_removed:bob", "member_removed:ada", "channel_vacated"]);
@@ -154,7 +154,7 @@ describe("Pusher webhooks by default", () => {
       await backEnd(server).trigger("presence-default", "marker", {});
       bob.disconnect();
       await receiver.waitFor(() => story(receiver, "presence-default").includes("member_removed:bob"), 10_000, "bob's leave");
-      await new Promise((r) => setTimeout(r, 500));
+      await sleep(500);
       expect(story(receiver, "presence-default")).toEqual(["channel_occupied", "member_added:ada", "member_added:bob", "member_removed:bob"]);
       expect(story(receiver, "cache-default")).toEqual(["channel_occupied"]);
     } finally {

@@ -8,6 +8,7 @@ import { startServer, type LocalServer } from "../helpers/server";
 import { publish, roomStats } from "../helpers/socket";
 import { Recorder, waitFor } from "../helpers/sdk-harness";
 import { startProxy, type TcpProxy } from "../helpers/sdk-proxy";
+import { sleep } from "../helpers/wait";
 
 /** The example is plain JavaScript: this is the shape it is used with. */
 const followRoom = untypedFollowRoom as unknown as (
@@ -47,7 +48,7 @@ describe("the raw client in docs/protocol.md", () => {
       onLost: (e) => lost.push(e),
     });
     await waitFor(() => proxy.accepted > 0, "the client to connect");
-    await new Promise((r) => setTimeout(r, 200));
+    await sleep(200);
     const N = 600;
     let next = 0;
     // Ten publishes in flight, ~2 KB each: far more than the 16 KiB window, so sockets fall behind and catch up.

@@ -9,6 +9,7 @@ import { startServer, type LocalServer } from "../helpers/server";
 import { publish, roomStats } from "../helpers/socket";
 import { Recorder, waitFor } from "../helpers/sdk-harness";
 import { startProxy, type TcpProxy } from "../helpers/sdk-proxy";
+import { sleep } from "../helpers/wait";
 
 type Message = RoomScoped<ServerMessage>;
 
@@ -71,7 +72,7 @@ describe("the raw multiplexed client in docs/protocol.md", () => {
       onRefused: (e) => refused.push(e),
     });
     await waitFor(() => proxy.accepted > accepted, "the client to connect");
-    await new Promise((r) => setTimeout(r, 300));
+    await sleep(300);
     const N = 200;
     let next = 0;
     // Six publishes in flight over three rooms, ~2 KB each: far more than the connection's 16 KiB window.

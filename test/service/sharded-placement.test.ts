@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startServer, type LocalServer } from "../helpers/server";
+import { readUntil } from "../helpers/wait";
 import { roomStats, TestSocket } from "../helpers/socket";
 
 // Objects of 100 sockets: a burst of 500 upgrades needs the root and 4 leaves, 300 more another 3.
@@ -22,9 +23,7 @@ describe("placement under a burst of upgrades", () => {
     const burst = async (count: number, total: number, spareLeaves: number) => {
       const sockets = await Promise.all(Array.from({ length: count }, () => TestSocket.open(`${server.wsUrl}/rooms/${room}/ws`)));
       for (const socket of sockets) await socket.waitFor((s) => s.events.length > 0, 20_000, "the welcome");
-      const deadline = Date.now() + 10_000;
-      let stats = await roomStats(server.url, room);
-      while (stats.connections < total && Date.now() < deadline) stats = await roomStats(server.url, room);
+      const stats = await readUntil(() => roomStats(server.url, room), (s) => s.connections >= total, { timeoutMs: 10_000, everyMs: 0, what: `${total} connections` });
       expect(stats.connections).toBe(total);
       // Parallel placements reserve sockets on every leaf; shared ones keep leaves from looking full.
       expect(stats.leaves?.length).toBeLessThanOrEqual(Math.ceil((total - SHARD) / SHARD) + spareLeaves);

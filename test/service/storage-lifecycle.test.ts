@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startServer, type LocalServer } from "../helpers/server";
 import { publish, roomStats, TestSocket } from "../helpers/socket";
+import { readUntil } from "../helpers/wait";
 
 let server: LocalServer;
 
@@ -49,12 +50,7 @@ describe("room storage lifecycle", () => {
 
     // No socket, and its one message is older than HISTORY_MAX_AGE_SECONDS soon: the room reports
     // its counters, deletes its storage and leaves the directory.
-    const deadline = Date.now() + 40_000;
-    let status = 200;
-    while (status !== 404 && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 1000));
-      status = (await fetch(`${server.url}/rooms/${room}`)).status;
-    }
+    const status = await readUntil(async () => (await fetch(`${server.url}/rooms/${room}`)).status, (s) => s === 404, { timeoutMs: 40_000, everyMs: 200, what: "the room's storage to go" });
     expect(status).toBe(404);
     // What is left on disk is an empty database stub of one page.
     const after = roomFiles();

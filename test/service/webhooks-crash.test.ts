@@ -3,6 +3,7 @@ import type { MemberLeftEvent, RoomStats, RoomVacatedEvent } from "../../protoco
 import { startServer, type LocalServer } from "../helpers/server";
 import { roomStats, TestSocket } from "../helpers/socket";
 import { WebhookReceiver } from "../helpers/webhook-receiver";
+import { readUntil } from "../helpers/wait";
 
 /**
  * Webhooks across kill -9 of workerd (docs/webhooks.md#what-survives-what):
@@ -13,7 +14,6 @@ import { WebhookReceiver } from "../helpers/webhook-receiver";
 
 const SECRET = "webhook-crash-secret";
 const LEAVE_DELAY_MS = 3000;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const servers: LocalServer[] = [];
 const receivers: WebhookReceiver[] = [];
@@ -21,16 +21,6 @@ afterAll(async () => {
   await Promise.all(servers.map((s) => s.stop("SIGKILL")));
   await Promise.all(receivers.map((r) => r.stop()));
 });
-
-async function until<T>(read: () => Promise<T>, check: (value: T) => boolean, what: string, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await read();
-    if (check(value)) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(value).slice(0, 800)}`);
-    await sleep(200);
-  }
-}
 
 describe("webhooks and kill -9", () => {
   it("delivers after the restart a leave recorded before the kill, and the leaves (and the vacated room) of members who were present at it and did not come back", async () => {
@@ -61,11 +51,10 @@ describe("webhooks and kill -9", () => {
     await open(first, left, "bob");
     await open(first, left, "cyd");
     ada.close();
-    const waiting = await until(
+    const waiting = await readUntil(
       () => roomStats(first.url, left),
       (s: RoomStats) => s.webhooks?.pending === 5,
-      "ada's leave in the outbox",
-      LEAVE_DELAY_MS + 10_000,
+      { what: "ada's leave in the outbox", timeoutMs: LEAVE_DELAY_MS + 10_000 },
     );
     expect(waiting.webhooks).toMatchObject({ members: 2, occupied: true });
     expect(receiver.eventsOf(left)).toEqual([]);

@@ -4,6 +4,7 @@ import { MuxSocket } from "../helpers/multiplex";
 import { startServer, type LocalServer } from "../helpers/server";
 import { publish, roomStats, TestSocket } from "../helpers/socket";
 import { WebhookReceiver } from "../helpers/webhook-receiver";
+import { readUntil, sleep } from "../helpers/wait";
 
 /**
  * Webhooks against the local server and a real receiver on 127.0.0.1
@@ -14,17 +15,6 @@ import { WebhookReceiver } from "../helpers/webhook-receiver";
 
 const SECRET = "webhook-test-secret";
 const LEAVE_DELAY_MS = 500;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until<T>(read: () => Promise<T>, check: (value: T) => boolean, what: string, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await read();
-    if (check(value)) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(value).slice(0, 800)}`);
-    await sleep(200);
-  }
-}
 
 function ids(events: WebhookEvent[]): string[] {
   return events.map((e) => e.id);
@@ -181,7 +171,7 @@ describe("webhooks of rooms", () => {
     expect(after.webhooks).toMatchObject({ pending: 0, failures: 0, lastError: null, deadLetters: 0 });
     expect(after.webhookFailedRequests).toBeGreaterThan(0);
     // Delivered and empty, the room gives its storage back.
-    await until(async () => (await fetch(`${server.url}/rooms/outage-b`)).status, (s) => s === 404, "outage-b's storage to go", 40_000);
+    await readUntil(async () => (await fetch(`${server.url}/rooms/outage-b`)).status, (s) => s === 404, { what: "outage-b's storage to go", timeoutMs: 40_000 });
   }, 150_000);
 
   it("sends one room.occupied and one room.vacated for a sharded room, decided over the root and its leaves, and each member's join and leave once across its objects", async () => {
@@ -245,13 +235,13 @@ describe("a room's outbox, bounded", () => {
     const ada = await TestSocket.open(`${server.wsUrl}/rooms/${room}/ws?member=ada`);
     const bob = await TestSocket.open(`${server.wsUrl}/rooms/${room}/ws?member=bob`);
     // room.occupied, joined ada, joined bob: three rows for two places.
-    const overflowed = await until(() => roomStats(server.url, room), (s) => (s.webhooks?.deadLetters ?? 0) >= 1, "a dead letter");
+    const overflowed = await readUntil(() => roomStats(server.url, room), (s) => (s.webhooks?.deadLetters ?? 0) >= 1, { what: "a dead letter", timeoutMs: 20_000 });
     expect(overflowed.webhooks).toMatchObject({ pending: 2, pendingRows: 2, deadLetters: 1 });
     expect(overflowed.webhooks?.recentDeadLetters).toEqual([expect.objectContaining({ type: "room.occupied", reason: "overflow" })]);
     expect(overflowed.webhookDeadLetters).toBe(1);
 
     // Nothing is acknowledged for WEBHOOK_RETRY_SECONDS: the two left become dead letters too.
-    const expired = await until(() => roomStats(server.url, room), (s) => (s.webhooks?.deadLetters ?? 0) >= 3, "the expired events", 90_000);
+    const expired = await readUntil(() => roomStats(server.url, room), (s) => (s.webhooks?.deadLetters ?? 0) >= 3, { what: "the expired events", timeoutMs: 90_000 });
     expect(expired.webhooks).toMatchObject({ pending: 0, deadLetters: 3 });
     expect(expired.webhooks?.recentDeadLetters.map((d) => [d.type, d.reason])).toEqual([
       ["member.joined", "expired"],
@@ -269,10 +259,10 @@ describe("a room's outbox, bounded", () => {
     await receiver.waitFor((r) => r.summary(room).length >= 3, 20_000, "bob's leave and the vacated room");
     expect(receiver.summary(room)).toEqual(["member.left:ada", "member.left:bob", "room.vacated"]);
     // The room reported its counters as it emptied.
-    const metrics = await until(
+    const metrics = await readUntil(
       async () => (await fetch(`${server.url}/metrics`)).text(),
       (text) => Number(/^fanout_webhook_dead_letters_total (\d+)$/m.exec(text)?.[1]) >= 3,
-      "dead letters in /metrics",
+      { what: "dead letters in /metrics", timeoutMs: 20_000 },
     );
     expect(metrics).toMatch(/^fanout_webhook_failed_requests_total [1-9]\d*$/m);
     expect((await roomStats(server.url, room)).webhookDelivered).toBe(3);
@@ -286,7 +276,7 @@ describe("webhook settings", () => {
     try {
       expect(server.output()).toMatch(/WEBHOOK_URL is set without WEBHOOK_SECRET/);
       const socket = await TestSocket.open(`${server.wsUrl}/rooms/unsigned/ws`);
-      await until(async () => receiver.requests.length, (n) => n > 0, "a request");
+      await readUntil(async () => receiver.requests.length, (n) => n > 0, { what: "a request", timeoutMs: 20_000 });
       expect(receiver.requests[0]).toMatchObject({ verified: false, events: [expect.objectContaining({ type: "room.occupied" })] });
       socket.close();
     } finally {

@@ -8,7 +8,7 @@ import { prefixUpperBound, Registry } from "../../durable-objects/coordinator/re
 import { decodeCursor, encodeCursor, parseBroadcastBody, parseListQuery } from "../../worker/coordinator/requests";
 import { hashRoomName, shardOf, shardStub } from "../../common/coordinator-shards";
 import type { Env } from "../../worker/env";
-import { eventually } from "../helpers/wait";
+import { eventually, sleep } from "../helpers/wait";
 
 const bindings = env as unknown as Env;
 type Entry = { fetch(input: string, init?: RequestInit): Promise<Response> };
@@ -65,7 +65,7 @@ describe("fan-out", () => {
       rooms,
       async () => {
         peak = Math.max(peak, ++inFlight);
-        await new Promise((r) => setTimeout(r, 1));
+        await sleep(1);
         inFlight -= 1;
         return ok;
       },
