@@ -8,6 +8,7 @@ import { totalmem } from "node:os";
 import { parseValues, readNumber, type OptionSpecs } from "./kit/args";
 import { DEFAULT_ACK_DELAY_MS } from "../../client-sdk/src/client";
 import { PING_INTERVAL_SECONDS } from "../../protocol";
+import { PUSHER_ACTIVITY_TIMEOUT_SECONDS } from "../../protocol/pusher";
 import { DEFAULTS } from "../../common/settings";
 import { cloudflareMonthlyCost, type CostAssumptions } from "./capacity/cloudflare-cost";
 import { GB, fmt, kb } from "./capacity/format";
@@ -70,6 +71,9 @@ Cloudflare assumptions:
   --no-ping-billing      do not count the text heartbeat as a billed incoming message
   --ack-delay-ms D       clients ack at most D ms after a frame (default 1000, the SDK's ackDelayMs; the raw client uses 50)
   --ack-kib K            ... and at once when K KiB are unacknowledged (default: half the window)
+  --clients C            sdk (default: the SDK's acks and its ping every 25 s) or pusher (stock Pusher clients,
+                         docs/pusher.md: no acks, the window released by one pong per half window, and pusher-js's
+                         ping after 120 s of silence, counted as if every connection were silent)
 
 Fixed-price server to compare with:
   --vps-price USD        monthly price (default 6)
@@ -126,7 +130,7 @@ const CAPACITY_OPTIONS = {
   from: { multiple: true }, "memory-per-conn": {}, "kernel-per-conn": {}, "cpu-per-delivery": {},
   "cpu-per-publish": {}, "cpu-per-ack": {}, "host-memory-gb": {}, "host-fds": {}, threads: {}, "link-mbit": {},
   "session-minutes": {}, "rows-per-message": {}, "no-ping-billing": { flag: true }, "ack-delay-ms": {},
-  "ack-kib": {}, "vps-price": {}, "vps-memory-gb": {}, "vps-fds": {}, "vps-link-mbit": {},
+  "ack-kib": {}, clients: {}, "vps-price": {}, "vps-memory-gb": {}, "vps-fds": {}, "vps-link-mbit": {},
   "vps-transfer-tb": {}, "vps-transfer-usd-per-gb": {}, "shard-sockets": {}, "room-rate": {},
   "root-sockets": {}, "sharded-grid": { flag: true }, "shard-from": {}, "leaf-budget": {}, "send-us": {},
   "push-issue-us": {}, "push-receive-us": {}, "rpc-latency-ms": {}, "rpc-concurrency": {},
@@ -188,15 +192,19 @@ function main(): number {
     transferBytesPerMonth: num(values["vps-transfer-tb"], "vps-transfer-tb", 1) * 1e12,
     transferOverageUsdPerGb: num(values["vps-transfer-usd-per-gb"], "vps-transfer-usd-per-gb", 0.01),
   };
+  const clients = values.clients ?? "sdk";
+  if (clients !== "sdk" && clients !== "pusher") throw new Error(`--clients must be sdk or pusher, not ${clients}`);
+  const pusherClients = clients === "pusher";
   const assumptions: CostAssumptions = {
     sessionSeconds: num(values["session-minutes"], "session-minutes", 60) * 60,
     workerCpuMsPerRequest: 1,
     rowsWrittenPerMessage: rows.value,
     pingsBilled: !(values["no-ping-billing"] ?? false),
-    pingIntervalSeconds: PING_INTERVAL_SECONDS,
+    pingIntervalSeconds: pusherClients ? PUSHER_ACTIVITY_TIMEOUT_SECONDS : PING_INTERVAL_SECONDS,
     historyMessages: DEFAULTS.HISTORY_MAX_MESSAGES,
     ack: {
-      delaySeconds: num(values["ack-delay-ms"], "ack-delay-ms", DEFAULT_ACK_DELAY_MS) / 1000,
+      // A Pusher client never acks: only the pong to the server's ping at half a window releases it.
+      delaySeconds: pusherClients ? Number.POSITIVE_INFINITY : num(values["ack-delay-ms"], "ack-delay-ms", DEFAULT_ACK_DELAY_MS) / 1000,
       windowBytes: values["ack-kib"] !== undefined ? num(values["ack-kib"], "ack-kib", 512) * 1024 * 2 : DEFAULTS.WINDOW_BYTES,
     },
   };

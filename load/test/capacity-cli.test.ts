@@ -67,4 +67,15 @@ describe("npm run capacity", () => {
     expect(text).toContain("Monthly cost on Cloudflare");
     expect(text).not.toContain("Sharded room on Cloudflare");
   });
+
+  it("prices stock Pusher clients, which never ack and ping after 120 s of silence, below the SDK's", () => {
+    const args = ["--connections", "30000", "--rooms-per-connection", "3", "--room-size", "50", "--room-rate", "0.01146", "--publish-via", "http"];
+    const incoming = (text: string) => Number(/Durable Object requests \(incoming socket messages at 20:1\)\s+([\d,]+)/.exec(text)?.[1]?.replace(/,/g, ""));
+    const idle = (text: string) => /USD per idle connection-month\s+\$([\d.]+)/.exec(text)?.[1];
+    const sdk = capacity(...args, "--details");
+    const pusher = capacity(...args, "--details", "--clients", "pusher");
+    expect(incoming(pusher)).toBeLessThan(incoming(sdk));
+    expect(Number(idle(pusher))).toBeLessThan(Number(idle(sdk)));
+    expect(() => capacity(...args, "--clients", "ably")).toThrow(/--clients must be sdk or pusher/);
+  });
 });
