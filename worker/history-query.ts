@@ -1,6 +1,6 @@
 import { EPOCH_PATTERN, SINCE_PATTERN } from "../protocol";
 import { decodeHistoryCursor } from "../common/history-cursor";
-import type { PageQuery } from "../durable-objects/room/history-pages";
+import type { PageQuery } from "../durable-objects/room/storage/history-pages";
 
 /** Messages per page of `GET /rooms/{room}/messages` when `limit` is not given, and the most one page holds. */
 export const HISTORY_PAGE_DEFAULT = 100;

@@ -57,7 +57,7 @@ export type {
   PublishRequest,
   PublishSource,
   PublishTransform,
-} from "../durable-objects/room/hooks";
+} from "../durable-objects/room/hooks/hooks";
 export { MAX_CONNECTION_DATA_BYTES, MAX_FRAMES_AWAITING_HOOKS } from "../common/settings";
 export { mintToken, verifyToken, type SubscribeClaims, type TokenRequest } from "../common/tokens";
 export {

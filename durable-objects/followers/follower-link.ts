@@ -1,7 +1,7 @@
 import { backoffCeiling } from "../../common/jitter";
 import type { Message } from "../engine/message";
 import type { Roster } from "../engine/presence";
-import type { FollowerRpc, LeafBatch, LeafReport, LostRange } from "../leaf/rpc";
+import type { FollowerRpc, LeafBatch, LeafReport, LostRange } from "./contracts";
 
 /** A stub of an object that follows the room: a leaf, or a hub of multiplexed connections. */
 export type FollowerStub = FollowerRpc;

@@ -1,7 +1,7 @@
 import { logEvent } from "../../common/log";
 import { SocketObject } from "../engine/socket-object";
 import type { SocketEngine } from "../engine/socket-engine";
-import type { LeafBatch, LeafReport, LeafSnapshot, LeafStart } from "./rpc";
+import type { LeafBatch, LeafReport, LeafSnapshot, LeafStart } from "./contracts";
 
 /**
  * What an object that follows rooms wires behind its face: a leaf (one room)

@@ -2,7 +2,7 @@ import { logEvent } from "../../common/log";
 import type { RoomCounters } from "../engine/counters";
 import type { LocalMember } from "../engine/presence";
 import type { Room } from "../room/room";
-import type { LeafMember, LeafReport } from "./rpc";
+import type { LeafMember, LeafReport } from "./contracts";
 
 /** Reports outside pushes go out this long after a change, so a burst of connects is one report. */
 const REPORT_DELAY_MS = 200;

@@ -9,7 +9,7 @@ import type { Stream } from "../engine/stream";
 import type { StreamShape } from "../engine/stream-shape";
 import type { Room } from "../room/room";
 import { MessageRing } from "./ring";
-import type { LeafBatch, LeafHistory, LeafStart, LostRange } from "./rpc";
+import type { LeafBatch, LeafHistory, LeafStart, LostRange } from "./contracts";
 
 /** Bytes a follower keeps in its ring, the live part and a backfill together. */
 export const RING_MAX_BYTES = 8 * 1024 * 1024;

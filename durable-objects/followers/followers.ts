@@ -7,8 +7,8 @@ import type { Message } from "../engine/message";
 import type { Roster } from "../engine/presence";
 import type { MessageSource } from "../engine/stream";
 import type { RoomLeaf } from "../leaf/leaf";
-import type { LeafHistory, LeafMember, LeafReport, LeafSnapshot, LeafStart, LostRange } from "../leaf/rpc";
-import { LeafLink, type FollowerStub, type LinkHost } from "./leaf-link";
+import type { LeafHistory, LeafMember, LeafReport, LeafSnapshot, LeafStart, LostRange } from "./contracts";
+import { LeafLink, type FollowerStub, type LinkHost } from "./follower-link";
 
 export interface LeavesOptions {
   /** ROOM_SHARD_SOCKETS: sockets the root takes itself, and each leaf before the next opens (0 = never shard). */

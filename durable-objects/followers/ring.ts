@@ -1,7 +1,7 @@
 import { runOf, type BatchLimits } from "../engine/frames";
 import type { Message } from "../engine/message";
 import type { MessageSource, SourceRead } from "../engine/stream";
-import type { LostRange } from "./rpc";
+import type { LostRange } from "./contracts";
 
 export interface RingBounds {
   /** Messages kept (HISTORY_MAX_MESSAGES: as far back as the root's history reaches). */

@@ -10,8 +10,8 @@ import type { PublishOutcome, RetryKey } from "../engine/publish-outcome";
 import { SocketEngine, type EngineHost, type SocketDialect } from "../engine/socket-engine";
 import type { SocketState } from "../engine/socket-state";
 import type { StreamShape } from "../engine/stream-shape";
-import { endNameless, type FollowerCore } from "../leaf/follower-object";
-import type { LeafBatch, LeafReport, LeafSnapshot, LeafStart } from "../leaf/rpc";
+import { endNameless, type FollowerCore } from "../followers/follower-object";
+import type { LeafBatch, LeafReport, LeafSnapshot, LeafStart } from "../followers/contracts";
 import { FollowedRooms, type FollowedRoomsHost } from "./followed-rooms";
 import { HubRegistration, type HubOccupancy } from "./hub-registration";
 

@@ -1,6 +1,6 @@
-import type { LeafReport, LeafSnapshot } from "../leaf/rpc";
-import { RoomFollower, type FollowerHost } from "../leaf/follower";
-import { LeafReports, type ReportSource } from "../leaf/leaf-reports";
+import type { LeafReport, LeafSnapshot } from "../followers/contracts";
+import { RoomFollower, type FollowerHost } from "../followers/follower";
+import { LeafReports, type ReportSource } from "../followers/follower-reports";
 import { MEMORY_ONLY, RoomCounters } from "../engine/counters";
 import type { StreamShape } from "../engine/stream-shape";
 import type { SocketEngine } from "../engine/socket-engine";

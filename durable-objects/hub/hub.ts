@@ -1,4 +1,4 @@
-import { FollowerObject } from "../leaf/follower-object";
+import { FollowerObject } from "../followers/follower-object";
 import { HubCore } from "./hub-core";
 
 /**

@@ -12,10 +12,10 @@ import { SocketEngine, type EngineHost } from "../engine/socket-engine";
 import type { SocketState } from "../engine/socket-state";
 import { ROOM_SHAPE } from "../engine/stream-shape";
 import type { Room } from "../room/room";
-import { RoomFollower, type FollowerHost } from "./follower";
-import { endNameless, type FollowerCore } from "./follower-object";
-import { LeafReports, type ReportSource } from "./leaf-reports";
-import type { LeafBatch, LeafReport, LeafSnapshot, LeafStart } from "./rpc";
+import { RoomFollower, type FollowerHost } from "../followers/follower";
+import { endNameless, type FollowerCore } from "../followers/follower-object";
+import { LeafReports, type ReportSource } from "../followers/follower-reports";
+import type { LeafBatch, LeafReport, LeafSnapshot, LeafStart } from "../followers/contracts";
 
 /** A leaf socket's attachment: the room's, plus where the leaf stood when it was written. */
 interface LeafAttachment extends SocketAttachment {

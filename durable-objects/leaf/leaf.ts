@@ -1,4 +1,4 @@
-import { FollowerObject } from "./follower-object";
+import { FollowerObject } from "../followers/follower-object";
 import { LeafCore } from "./leaf-core";
 
 /**

@@ -1,4 +1,4 @@
-import { FollowerObject } from "../leaf/follower-object";
+import { FollowerObject } from "../followers/follower-object";
 import { PusherCore } from "./pusher-core";
 
 /**

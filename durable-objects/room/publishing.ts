@@ -6,9 +6,9 @@ import { cutFrame, runOf, type BatchLimits, type Run } from "../engine/frames";
 import { messageEvent, TagSource, type Message, type MessageFields } from "../engine/message";
 import type { PublishOutcome, PublishResult } from "../engine/publish-outcome";
 import type { Stream } from "../engine/stream";
-import type { History } from "./history";
-import type { IdempotencyKeys } from "./idempotency-keys";
-import type { KeyedPublish, PublishKeys } from "./publish-keys";
+import type { History } from "./storage/history";
+import type { IdempotencyKeys } from "./storage/idempotency-keys";
+import type { KeyedPublish, PublishKeys } from "./storage/publish-keys";
 
 /**
  * How a publish reached the room (`Room.publish`, the RPC the worker and the coordinator call).

@@ -1,6 +1,6 @@
 import type { PresenceMember, PresencePage } from "../../protocol";
 import type { LocalMember, Roster } from "../engine/presence";
-import type { LeafMember } from "../leaf/rpc";
+import type { LeafMember } from "../followers/contracts";
 
 interface Entry {
   info: string | undefined;

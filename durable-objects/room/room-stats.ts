@@ -1,7 +1,7 @@
 import type { RoomStats, RootRequests } from "../../protocol";
 import { addCounters } from "../../common/counters";
 import { followerAt } from "../../common/followers";
-import type { LeavesSnapshot } from "./leaves";
+import type { LeavesSnapshot } from "../followers/followers";
 
 /**
  * `GET /rooms/{room}` of a sharded room (or one that hubs follow): the root's

@@ -2,8 +2,8 @@ import { CloseCode, type CustomClientFrame, type PresencePage, type RoomStats } 
 import { logEvent } from "../../common/log";
 import type { PublishOutcome, PublishResult } from "../engine/publish-outcome";
 import { SocketObject } from "../engine/socket-object";
-import type { LeafHistory, LeafReport, LeafStart } from "../leaf/rpc";
-import type { RoomHookSet } from "./hook-runner";
+import type { LeafHistory, LeafReport, LeafStart } from "../followers/contracts";
+import type { RoomHookSet } from "./hooks/hook-runner";
 import type {
   CloseInfo,
   Connection,
@@ -12,8 +12,8 @@ import type {
   JsonObject,
   PublishDecision,
   PublishRequest,
-} from "./hooks";
-import type { PageAnswer, PageQuery } from "./history-pages";
+} from "./hooks/hooks";
+import type { PageAnswer, PageQuery } from "./storage/history-pages";
 import type { PublishOptions } from "./publishing";
 import { RoomCore } from "./room-core";
 

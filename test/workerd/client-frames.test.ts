@@ -13,7 +13,7 @@ import type { Cursor } from "../../durable-objects/engine/cursor";
 import { NO_FRAME_HOOKS, type FrameHooks } from "../../durable-objects/engine/frame-hooks";
 import type { PublishOutcome } from "../../durable-objects/engine/publish-outcome";
 import type { SocketState } from "../../durable-objects/engine/socket-state";
-import { HookRunner, type RoomHookSet } from "../../durable-objects/room/hook-runner";
+import { HookRunner, type RoomHookSet } from "../../durable-objects/room/hooks/hook-runner";
 import { attachmentOf, DeliveryRig, type CloseSeen, type Peer } from "../helpers/workerd/sockets";
 
 /** The object ClientFrames runs in: publishes are numbered in arrival order unless `outcome` says otherwise. */

@@ -3,9 +3,9 @@ import { runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import type { HistoryPage, ServerEvent, ServerMessage } from "../../protocol";
 import { messageEvent } from "../../durable-objects/engine/message";
-import { History } from "../../durable-objects/room/history";
-import { historyPage, PAGE_MAX_BYTES, type PageQuery } from "../../durable-objects/room/history-pages";
-import { MetaStore } from "../../durable-objects/room/meta-store";
+import { History } from "../../durable-objects/room/storage/history";
+import { historyPage, PAGE_MAX_BYTES, type PageQuery } from "../../durable-objects/room/storage/history-pages";
+import { MetaStore } from "../../durable-objects/room/storage/meta-store";
 import type { Env } from "../../worker/env";
 
 /** GET /rooms/{room}/messages: pages of a room's history, and what each page reads. */

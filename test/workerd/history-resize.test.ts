@@ -2,8 +2,8 @@ import { env } from "cloudflare:workers";
 import { runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { messageEvent } from "../../durable-objects/engine/message";
-import { History, type HistoryRead } from "../../durable-objects/room/history";
-import { MetaStore } from "../../durable-objects/room/meta-store";
+import { History, type HistoryRead } from "../../durable-objects/room/storage/history";
+import { MetaStore } from "../../durable-objects/room/storage/meta-store";
 import type { Env } from "../../worker/env";
 
 /**

@@ -7,8 +7,8 @@
  */
 import { describe, expect, it } from "vitest";
 import { MAX_CONNECTION_DATA_BYTES, MAX_FRAMES_AWAITING_HOOKS } from "../../common/settings";
-import { HookRunner, type RoomHookSet } from "../../durable-objects/room/hook-runner";
-import type { CloseInfo, ConnectRequest, PublishRequest } from "../../durable-objects/room/hooks";
+import { HookRunner, type RoomHookSet } from "../../durable-objects/room/hooks/hook-runner";
+import type { CloseInfo, ConnectRequest, PublishRequest } from "../../durable-objects/room/hooks/hooks";
 import { attachmentOf, DeliveryRig } from "../helpers/workerd/sockets";
 import { sleep } from "../helpers/wait";
 

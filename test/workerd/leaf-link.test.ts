@@ -7,8 +7,8 @@
  */
 import { describe, expect, it } from "vitest";
 import { messageEvent, type Message } from "../../durable-objects/engine/message";
-import type { LeafBatch, LeafReport, LostRange } from "../../durable-objects/leaf/rpc";
-import { LeafLink, PUSH_MAX_BYTES, QUEUE_MAX_BYTES, type FollowerStub, type LinkHost } from "../../durable-objects/room/leaf-link";
+import type { LeafBatch, LeafReport, LostRange } from "../../durable-objects/followers/contracts";
+import { LeafLink, PUSH_MAX_BYTES, QUEUE_MAX_BYTES, type FollowerStub, type LinkHost } from "../../durable-objects/followers/follower-link";
 import { sleep, until } from "../helpers/wait";
 
 interface Push {

@@ -15,8 +15,8 @@ import { parseLeafName, PLACEMENT_HEADER, type Placement } from "../../common/ed
 import { messageEvent, type Message } from "../../durable-objects/engine/message";
 import type { Roster } from "../../durable-objects/engine/presence";
 import type { RoomLeaf } from "../../durable-objects/leaf/leaf";
-import type { FollowerRpc, LeafBatch, LeafMember, LeafReport, LeafSnapshot, LeafStart, LostRange } from "../../durable-objects/leaf/rpc";
-import { Leaves, PLACEMENT_GRANT, PLACEMENT_TTL_MS, type LeavesHost, type LeavesOptions } from "../../durable-objects/room/leaves";
+import type { FollowerRpc, LeafBatch, LeafMember, LeafReport, LeafSnapshot, LeafStart, LostRange } from "../../durable-objects/followers/contracts";
+import { Leaves, PLACEMENT_GRANT, PLACEMENT_TTL_MS, type LeavesHost, type LeavesOptions } from "../../durable-objects/followers/followers";
 import { sleep, until } from "../helpers/wait";
 
 const ROOM = "sharded";

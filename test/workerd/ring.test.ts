@@ -8,7 +8,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { messageEvent, type Message } from "../../durable-objects/engine/message";
 import type { SourceRead } from "../../durable-objects/engine/stream";
-import { MessageRing, type RingBounds } from "../../durable-objects/leaf/ring";
+import { MessageRing, type RingBounds } from "../../durable-objects/followers/ring";
 
 const LIMITS = { maxBytes: 1 << 20, maxEvents: 1000 };
 

@@ -10,10 +10,10 @@ import { messageEvent, type Message } from "../../durable-objects/engine/message
 import { SendWindow } from "../../durable-objects/engine/send-window";
 import { SocketState } from "../../durable-objects/engine/socket-state";
 import { Stream } from "../../durable-objects/engine/stream";
-import { History, type HistoryRead } from "../../durable-objects/room/history";
-import { IdempotencyKeys } from "../../durable-objects/room/idempotency-keys";
-import { MetaStore } from "../../durable-objects/room/meta-store";
-import { PublishKeys } from "../../durable-objects/room/publish-keys";
+import { History, type HistoryRead } from "../../durable-objects/room/storage/history";
+import { IdempotencyKeys } from "../../durable-objects/room/storage/idempotency-keys";
+import { MetaStore } from "../../durable-objects/room/storage/meta-store";
+import { PublishKeys } from "../../durable-objects/room/storage/publish-keys";
 import { Publishing } from "../../durable-objects/room/publishing";
 import type { Env } from "../../worker/env";
 import { until } from "../helpers/wait";

@@ -1,7 +1,7 @@
 import { env, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { TotalsStore } from "../../durable-objects/coordinator/totals-store";
-import { MetaStore } from "../../durable-objects/room/meta-store";
+import { MetaStore } from "../../durable-objects/room/storage/meta-store";
 import type { Room } from "../../durable-objects/room/room";
 
 /**

@@ -8,9 +8,9 @@
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { MEMORY_ONLY, RoomCounters } from "../../durable-objects/engine/counters";
-import { WebhookDeadLetters } from "../../durable-objects/room/webhook-dead-letters";
-import { DELIVERY_HOLD_MS, WebhookDelivery, type DeliveryOptions } from "../../durable-objects/room/webhook-delivery";
-import { WebhookOutbox, type OutboxEvent } from "../../durable-objects/room/webhook-outbox";
+import { WebhookDeadLetters } from "../../durable-objects/room/webhooks/webhook-dead-letters";
+import { DELIVERY_HOLD_MS, WebhookDelivery, type DeliveryOptions } from "../../durable-objects/room/webhooks/webhook-delivery";
+import { WebhookOutbox, type OutboxEvent } from "../../durable-objects/room/webhooks/webhook-outbox";
 import { inObject } from "../helpers/workerd/engine";
 import { FORMAT, joinedEvent, joinedEvents } from "../helpers/workerd/webhook-events";
 import { FetchReceiver, heldAnswer } from "../helpers/workerd/webhook-fetch";

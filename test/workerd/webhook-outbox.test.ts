@@ -5,7 +5,7 @@
  * same storage reads it as a restarted room would).
  */
 import { describe, expect, it } from "vitest";
-import { OUTBOX_ROW_MAX_BYTES, WebhookOutbox } from "../../durable-objects/room/webhook-outbox";
+import { OUTBOX_ROW_MAX_BYTES, WebhookOutbox } from "../../durable-objects/room/webhooks/webhook-outbox";
 import { inObject } from "../helpers/workerd/engine";
 import { idsOf, joinedEvent, joinedEvents } from "../helpers/workerd/webhook-events";
 

@@ -10,12 +10,12 @@ import { describe, expect, it } from "vitest";
 import type { WebhookEventType } from "../../protocol";
 import { MEMORY_ONLY, RoomCounters } from "../../durable-objects/engine/counters";
 import { messageEvent } from "../../durable-objects/engine/message";
-import { WebhookDeadLetters } from "../../durable-objects/room/webhook-dead-letters";
-import { ServiceWebhookFormat } from "../../durable-objects/room/webhook-events";
-import type { RoomChange } from "../../durable-objects/room/webhook-format";
-import { WebhookOutbox } from "../../durable-objects/room/webhook-outbox";
-import { WebhookRecord } from "../../durable-objects/room/webhook-record";
-import { WebhookRecorder, type RecordedEvent } from "../../durable-objects/room/webhook-recorder";
+import { WebhookDeadLetters } from "../../durable-objects/room/webhooks/webhook-dead-letters";
+import { ServiceWebhookFormat } from "../../durable-objects/room/webhooks/webhook-events";
+import type { RoomChange } from "../../durable-objects/room/webhooks/webhook-format";
+import { WebhookOutbox } from "../../durable-objects/room/webhooks/webhook-outbox";
+import { WebhookRecord } from "../../durable-objects/room/webhooks/webhook-record";
+import { WebhookRecorder, type RecordedEvent } from "../../durable-objects/room/webhooks/webhook-recorder";
 import { inObject } from "../helpers/workerd/engine";
 import { FORMAT, summaryOf } from "../helpers/workerd/webhook-events";
 

@@ -1,7 +1,7 @@
-import { CloseCode, type ErrorBody } from "../../protocol";
-import { REFUSAL_CLOSE_HEADER } from "../../common/edge-requests";
-import { logEvent } from "../../common/log";
-import type { SocketAttachment } from "../engine/attachment";
+import { CloseCode, type ErrorBody } from "../../../protocol";
+import { REFUSAL_CLOSE_HEADER } from "../../../common/edge-requests";
+import { logEvent } from "../../../common/log";
+import type { SocketAttachment } from "../../engine/attachment";
 import { memberView } from "./connection";
 import type { ConnectOutcome, HookRunner } from "./hook-runner";
 

@@ -1,6 +1,6 @@
-import { MAX_CONNECTION_DATA_BYTES } from "../../common/settings";
-import { utf8Length } from "../../common/utf8";
-import type { JsonObject } from "../../protocol";
+import { MAX_CONNECTION_DATA_BYTES } from "../../../common/settings";
+import { utf8Length } from "../../../common/utf8";
+import type { JsonObject } from "../../../protocol";
 
 export type ConnectionDataCheck = { ok: true; value: JsonObject } | { ok: false; error: TypeError | RangeError };
 

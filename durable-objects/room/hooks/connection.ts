@@ -1,8 +1,8 @@
-import { closeReason, isCustomType, type CustomServerEvent } from "../../protocol";
-import type { MemberIdentity } from "../../common/members";
-import { utf8Length } from "../../common/utf8";
-import type { Delivery } from "../engine/delivery";
-import type { SocketState } from "../engine/socket-state";
+import { closeReason, isCustomType, type CustomServerEvent } from "../../../protocol";
+import type { MemberIdentity } from "../../../common/members";
+import { utf8Length } from "../../../common/utf8";
+import type { Delivery } from "../../engine/delivery";
+import type { SocketState } from "../../engine/socket-state";
 import { checkConnectionData } from "./connection-data";
 import type { Connection, HookCloseCode, JsonObject, MemberView } from "./hooks";
 

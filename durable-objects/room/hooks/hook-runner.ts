@@ -1,11 +1,11 @@
-import { MAX_FRAMES_AWAITING_HOOKS } from "../../common/settings";
-import type { CustomClientFrame } from "../../protocol";
-import { logEvent } from "../../common/log";
-import { utf8Length } from "../../common/utf8";
-import type { LeaveCause } from "../engine/delivery";
-import type { FrameHooks, PublishCheck, PublishOrigin } from "../engine/frame-hooks";
-import type { PublishRefused } from "../engine/publish-outcome";
-import type { SocketState } from "../engine/socket-state";
+import { MAX_FRAMES_AWAITING_HOOKS } from "../../../common/settings";
+import type { CustomClientFrame } from "../../../protocol";
+import { logEvent } from "../../../common/log";
+import { utf8Length } from "../../../common/utf8";
+import type { LeaveCause } from "../../engine/delivery";
+import type { FrameHooks, PublishCheck, PublishOrigin } from "../../engine/frame-hooks";
+import type { PublishRefused } from "../../engine/publish-outcome";
+import type { SocketState } from "../../engine/socket-state";
 import { checkConnectionData } from "./connection-data";
 import { RoomConnection, type ConnectionRoom } from "./connection";
 import type {

@@ -18,9 +18,9 @@
  *
  * @see docs/hooks.md
  */
-import type { CustomServerEvent, CustomClientFrame, JsonObject } from "../../protocol";
+import type { CustomServerEvent, CustomClientFrame, JsonObject } from "../../../protocol";
 
-export type { JsonObject, JsonValue } from "../../protocol";
+export type { JsonObject, JsonValue } from "../../../protocol";
 
 /** Who a socket is in the room's presence, as the edge decided it (a token's `sub` and `info`, or an open-mode name). */
 export interface MemberView {

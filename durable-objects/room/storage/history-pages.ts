@@ -1,4 +1,4 @@
-import { encodeHistoryCursor } from "../../common/history-cursor";
+import { encodeHistoryCursor } from "../../../common/history-cursor";
 import type { History, StoredRow } from "./history";
 
 /**

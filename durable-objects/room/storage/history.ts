@@ -1,7 +1,7 @@
-import type { BatchLimits } from "../engine/frames";
-import { tagOf, type Message } from "../engine/message";
-import type { MessageSource, SourceRead } from "../engine/stream";
-import type { Run } from "../engine/frames";
+import type { BatchLimits } from "../../engine/frames";
+import { tagOf, type Message } from "../../engine/message";
+import type { MessageSource, SourceRead } from "../../engine/stream";
+import type { Run } from "../../engine/frames";
 import type { MetaStore } from "./meta-store";
 import { createLogTable, fitsSize, hasKeysColumn, newestRow, remapRing, storedRing } from "./ring-layout";
 

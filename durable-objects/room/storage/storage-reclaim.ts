@@ -1,4 +1,4 @@
-import { logEvent } from "../../common/log";
+import { logEvent } from "../../../common/log";
 import { KEY_MIN_AGE_MS } from "./idempotency-keys";
 
 /** What giving a room's storage back needs to know and do. */

@@ -1,7 +1,7 @@
-import type { WebhookDeadLetter } from "../../protocol";
-import { PUSHER_KEY_HEADER, PUSHER_SIGNATURE_HEADER, type PusherChannel, type PusherWebhookEventName } from "../../protocol/pusher";
-import { pusherWebhookSignature } from "../../common/pusher-signatures";
-import type { PusherApp } from "../../common/settings";
+import type { WebhookDeadLetter } from "../../../protocol";
+import { PUSHER_KEY_HEADER, PUSHER_SIGNATURE_HEADER, type PusherChannel, type PusherWebhookEventName } from "../../../protocol/pusher";
+import { pusherWebhookSignature } from "../../../common/pusher-signatures";
+import type { PusherApp } from "../../../common/settings";
 import type { RoomChange, RoomChangeType, WebhookFormat, WebhookRequest } from "./webhook-format";
 
 /** The Pusher event each change is, when the app sends it. */

@@ -1,6 +1,6 @@
-import type { WebhookDeadLetter } from "../../protocol";
+import type { WebhookDeadLetter } from "../../../protocol";
 import type { WebhookFormat } from "./webhook-format";
-import { rowsWrittenBy, tableExists } from "./sql-writes";
+import { rowsWrittenBy, tableExists } from "../storage/sql-writes";
 
 /**
  * Rows of dead letters a room keeps: with rows of at most 256 KiB, at most

@@ -1,6 +1,6 @@
-import { fullJitter, type BackoffPolicy } from "../../common/jitter";
-import { logEvent } from "../../common/log";
-import type { RoomCounters } from "../engine/counters";
+import { fullJitter, type BackoffPolicy } from "../../../common/jitter";
+import { logEvent } from "../../../common/log";
+import type { RoomCounters } from "../../engine/counters";
 import type { WebhookDeadLetters } from "./webhook-dead-letters";
 import type { WebhookFormat } from "./webhook-format";
 import type { WebhookOutbox } from "./webhook-outbox";

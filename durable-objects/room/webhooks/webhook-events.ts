@@ -1,6 +1,6 @@
-import { WEBHOOK_SIGNATURE_HEADER, type WebhookDeadLetter, type WebhookEventType } from "../../protocol";
-import { webhookSignature } from "../../common/webhook-signature";
-import type { Message } from "../engine/message";
+import { WEBHOOK_SIGNATURE_HEADER, type WebhookDeadLetter, type WebhookEventType } from "../../../protocol";
+import { webhookSignature } from "../../../common/webhook-signature";
+import type { Message } from "../../engine/message";
 import type { RoomChange, RoomChangeType, WebhookFormat, WebhookRequest } from "./webhook-format";
 
 /**

@@ -1,5 +1,5 @@
-import type { WebhookDeadLetter } from "../../protocol";
-import type { Message } from "../engine/message";
+import type { WebhookDeadLetter } from "../../../protocol";
+import type { Message } from "../../engine/message";
 
 /**
  * What a room decides to tell its webhook receiver, before any format

@@ -1,4 +1,4 @@
-import { rowsWrittenBy, tableExists } from "./sql-writes";
+import { rowsWrittenBy, tableExists } from "../storage/sql-writes";
 
 /**
  * Largest row of the outbox, bytes of its events: well under the platform's

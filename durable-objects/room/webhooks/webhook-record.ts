@@ -1,4 +1,4 @@
-import { rowsWrittenBy, tableExists } from "./sql-writes";
+import { rowsWrittenBy, tableExists } from "../storage/sql-writes";
 
 /** The record's entry for the room itself: no member id is empty (docs/protocol.md#presence). */
 const ROOM = "";

@@ -1,6 +1,6 @@
-import { logEvent } from "../../common/log";
-import { utf8Length } from "../../common/utf8";
-import type { RoomCounters } from "../engine/counters";
+import { logEvent } from "../../../common/log";
+import { utf8Length } from "../../../common/utf8";
+import type { RoomCounters } from "../../engine/counters";
 import type { WebhookDeadLetters } from "./webhook-dead-letters";
 import type { RoomChange, RoomChangeType, WebhookFormat } from "./webhook-format";
 import type { OutboxEvent, WebhookOutbox } from "./webhook-outbox";

@@ -1,5 +1,5 @@
-import { channelOfRoom, parsePusherChannel } from "../../protocol/pusher";
-import { accessSettings, pusherSettings, webhookSettings } from "../../common/settings";
+import { channelOfRoom, parsePusherChannel } from "../../../protocol/pusher";
+import { accessSettings, pusherSettings, webhookSettings } from "../../../common/settings";
 import { PusherWebhookFormat } from "./pusher-webhook-format";
 import { ServiceWebhookFormat } from "./webhook-events";
 import type { WebhookFormat } from "./webhook-format";

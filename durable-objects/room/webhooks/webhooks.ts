@@ -1,7 +1,7 @@
-import type { RoomWebhookStats } from "../../protocol";
-import type { Limits } from "../../common/settings";
-import type { RoomCounters } from "../engine/counters";
-import type { Message } from "../engine/message";
+import type { RoomWebhookStats } from "../../../protocol";
+import type { Limits } from "../../../common/settings";
+import type { RoomCounters } from "../../engine/counters";
+import type { Message } from "../../engine/message";
 import { WebhookDeadLetters } from "./webhook-dead-letters";
 import { WebhookDelivery } from "./webhook-delivery";
 import type { WebhookTarget } from "./webhook-target";

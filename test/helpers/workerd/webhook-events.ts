@@ -5,8 +5,8 @@
  */
 import { WEBHOOK_EVENT_TYPES } from "../../../protocol";
 import { utf8Length } from "../../../common/utf8";
-import { ServiceWebhookFormat } from "../../../durable-objects/room/webhook-events";
-import type { OutboxEvent } from "../../../durable-objects/room/webhook-outbox";
+import { ServiceWebhookFormat } from "../../../durable-objects/room/webhooks/webhook-events";
+import type { OutboxEvent } from "../../../durable-objects/room/webhooks/webhook-outbox";
 
 /** The service's own format, every event type, unsigned: what a room of a deployment with WEBHOOK_URL writes. */
 export const FORMAT = new ServiceWebhookFormat(new Set(WEBHOOK_EVENT_TYPES), null);
