@@ -10,7 +10,7 @@ import type { Message } from "../engine/message";
 import type { Roster } from "../engine/presence";
 
 /** Where the room stands, for a leaf that opens or lost track (its sockets are level at `seq`). */
-export interface LeafStart {
+export interface FollowStart {
   room: string;
   epoch: string;
   seq: number;
@@ -36,7 +36,7 @@ export interface LostRange {
  * root stored them (each event serialized once, at publish). A push may carry
  * no message: it then only brings the member count, or asks for a report.
  */
-export interface LeafBatch {
+export interface FollowerBatch {
   room: string;
   epoch: string;
   /** The seq the root believes this leaf is level at: the messages follow it. */
@@ -53,7 +53,7 @@ export interface LeafBatch {
 }
 
 /** One member as one leaf sees it; `connections: 0` with `present: true` is a member in its leave delay. */
-export interface LeafMember {
+export interface FollowerMember {
   id: string;
   present: boolean;
   connections: number;
@@ -62,21 +62,21 @@ export interface LeafMember {
 }
 
 /** What a leaf tells the root, in answer to each push and on its own when its sockets change. */
-export interface LeafReport {
+export interface FollowerReport {
   /** The leaf's sockets are level with the room up to this seq. */
   seq: number;
   connections: number;
   /** Sockets catching up from the leaf's ring. */
   behind: number;
   /** Members whose state changed since the last report (every member when the push asked for `full`). */
-  members: LeafMember[];
+  members: FollowerMember[];
   full: boolean;
   /** Counters that grew since the last report (deliveries, frames, kicks...), added to the room's. */
   delta: RoomCounterValues | null;
 }
 
 /** History from the root for a leaf whose ring does not reach back far enough, or that missed a push. */
-export interface LeafHistory {
+export interface FollowerHistory {
   epoch: string;
   latest: number;
   lost: LostRange | null;
@@ -88,7 +88,7 @@ export interface LeafHistory {
  * less `reachable` (the root decides that), plus the counters the root has
  * not yet been sent (the room's totals add them when read).
  */
-export interface LeafSnapshot extends Omit<RoomLeafStats, "reachable"> {
+export interface FollowerSnapshot extends Omit<RoomLeafStats, "reachable"> {
   unreported: RoomCounterValues | null;
 }
 
@@ -98,9 +98,9 @@ export interface LeafSnapshot extends Omit<RoomLeafStats, "reachable"> {
  * each call names the room, for the objects that follow several.
  */
 export interface FollowerRpc {
-  open(start: LeafStart): Promise<void>;
-  push(batch: LeafBatch): Promise<LeafReport>;
+  open(start: FollowStart): Promise<void>;
+  push(batch: FollowerBatch): Promise<FollowerReport>;
   /** The root stops pushing `room`: false when a socket of it arrived since the last report. */
   retire(room: string): Promise<boolean>;
-  snapshot(room: string): Promise<LeafSnapshot>;
+  snapshot(room: string): Promise<FollowerSnapshot>;
 }

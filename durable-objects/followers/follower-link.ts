@@ -1,7 +1,7 @@
 import { backoffCeiling } from "../../common/jitter";
 import type { Message } from "../engine/message";
 import type { Roster } from "../engine/presence";
-import type { FollowerRpc, LeafBatch, LeafReport, LostRange } from "./contracts";
+import type { FollowerRpc, FollowerBatch, FollowerReport, LostRange } from "./contracts";
 
 /** A stub of an object that follows the room: a leaf, or a hub of multiplexed connections. */
 export type FollowerStub = FollowerRpc;
@@ -33,8 +33,8 @@ export interface LinkHost {
   roster(): Roster;
   /** Messages from `from` on from the room's history, about `budget` bytes. */
   read(from: number, budget: number): { messages: Message[]; lost: LostRange | null };
-  reported(link: LeafLink, report: LeafReport): void;
-  failed(link: LeafLink, error: unknown): void;
+  reported(link: FollowerLink, report: FollowerReport): void;
+  failed(link: FollowerLink, error: unknown): void;
 }
 
 /**
@@ -54,7 +54,7 @@ export interface LinkHost {
  * so a busy leaf needs no separate reports. A leaf de-duplicates by seq, so
  * a push that is repeated after a lost answer sends nothing twice.
  */
-export class LeafLink {
+export class FollowerLink {
   readonly index: number;
   readonly #host: LinkHost;
   #stub: FollowerStub;
@@ -169,9 +169,9 @@ export class LeafLink {
     const last = batch.messages[batch.messages.length - 1]?.seq ?? batch.lost?.to ?? batch.after;
     this.#inFlight = true;
     this.pushes += 1;
-    let sent: Promise<LeafReport>;
+    let sent: Promise<FollowerReport>;
     try {
-      sent = this.#stub.push(batch) as Promise<LeafReport>;
+      sent = this.#stub.push(batch) as Promise<FollowerReport>;
     } catch (error) {
       sent = Promise.reject(error);
     }
@@ -181,7 +181,7 @@ export class LeafLink {
     );
   }
 
-  #nextBatch(): LeafBatch | null {
+  #nextBatch(): FollowerBatch | null {
     const after = this.acked;
     let lost: LostRange | null = null;
     let messages: Message[] = [];
@@ -208,7 +208,7 @@ export class LeafLink {
     }
     if (messages.length === 0 && lost === null && !this.#membersDue && !this.#fullDue && !this.#rosterDue) return null;
     const full = this.#fullDue;
-    const batch: LeafBatch = { room: this.#host.roomName(), epoch: this.#host.epoch(), after, lost, messages, members: this.#host.members(), full };
+    const batch: FollowerBatch = { room: this.#host.roomName(), epoch: this.#host.epoch(), after, lost, messages, members: this.#host.members(), full };
     if (this.#rosterDue) batch.roster = this.#host.roster();
     this.#membersDue = false;
     this.#fullDue = false;
@@ -216,7 +216,7 @@ export class LeafLink {
     return batch;
   }
 
-  #answered(report: LeafReport, last: number): void {
+  #answered(report: FollowerReport, last: number): void {
     this.#inFlight = false;
     this.#failures = 0;
     this.failingSince = null;

@@ -1,7 +1,7 @@
 import { logEvent } from "../../common/log";
 import { SocketObject } from "../engine/socket-object";
 import type { SocketEngine } from "../engine/socket-engine";
-import type { LeafBatch, LeafReport, LeafSnapshot, LeafStart } from "./contracts";
+import type { FollowerBatch, FollowerReport, FollowerSnapshot, FollowStart } from "./contracts";
 
 /**
  * What an object that follows rooms wires behind its face: a leaf (one room)
@@ -15,10 +15,10 @@ export interface FollowerCore {
   end(): Promise<void>;
   /** An upgrade the edge forwarded here (validated there). */
   upgrade(request: Request): Promise<Response>;
-  open(start: LeafStart): Promise<void>;
-  push(batch: LeafBatch): Promise<LeafReport>;
+  open(start: FollowStart): Promise<void>;
+  push(batch: FollowerBatch): Promise<FollowerReport>;
   retire(room: string): boolean;
-  snapshot(room: string): LeafSnapshot;
+  snapshot(room: string): FollowerSnapshot;
   /** Fields that name this object in logs. */
   readonly logFields: Record<string, unknown>;
 }
@@ -63,13 +63,13 @@ export abstract class FollowerObject<Core extends FollowerCore> extends SocketOb
   }
 
   /** A room's root opens this follower for the room (its first call). */
-  async open(start: LeafStart): Promise<void> {
+  async open(start: FollowStart): Promise<void> {
     await this.#named();
     await this.core.open(start);
   }
 
   /** One push of a room: its next messages (and roster). Answered with this follower's report for it. */
-  async push(batch: LeafBatch): Promise<LeafReport> {
+  async push(batch: FollowerBatch): Promise<FollowerReport> {
     await this.#named();
     return this.core.push(batch);
   }
@@ -81,7 +81,7 @@ export abstract class FollowerObject<Core extends FollowerCore> extends SocketOb
   }
 
   /** This follower's figures for one room (`GET /rooms/{room}`). */
-  async snapshot(room: string): Promise<LeafSnapshot> {
+  async snapshot(room: string): Promise<FollowerSnapshot> {
     await this.#named();
     return this.core.snapshot(room);
   }

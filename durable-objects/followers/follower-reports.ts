@@ -2,7 +2,7 @@ import { logEvent } from "../../common/log";
 import type { RoomCounters } from "../engine/counters";
 import type { LocalMember } from "../engine/presence";
 import type { Room } from "../room/room";
-import type { LeafMember, LeafReport } from "./contracts";
+import type { FollowerMember, FollowerReport } from "./contracts";
 
 /** Reports outside pushes go out this long after a change, so a burst of connects is one report. */
 const REPORT_DELAY_MS = 200;
@@ -28,11 +28,11 @@ export interface ReportSource {
  * counters that grew since it last said. Each push's answer is a report; when
  * no push is flowing, a change is reported on its own a moment later.
  */
-export class LeafReports {
+export class FollowerReports {
   /** Members held here, as reports describe them (present, or in their leave delay). */
-  readonly #members = new Map<string, LeafMember>();
+  readonly #members = new Map<string, FollowerMember>();
   /** Members changed since the last report. */
-  readonly #dirty = new Map<string, LeafMember>();
+  readonly #dirty = new Map<string, FollowerMember>();
   readonly #counters: RoomCounters;
   readonly #source: ReportSource;
   #timer: ReturnType<typeof setTimeout> | null = null;
@@ -51,7 +51,7 @@ export class LeafReports {
 
   /** A member appeared here, its connections here changed, or it left (null, after the leave delay). */
   memberChanged(id: string, view: LocalMember | null): void {
-    const member: LeafMember = view
+    const member: FollowerMember = view
       ? { id, present: true, connections: view.connections, verified: view.verified, ...(view.info === undefined ? {} : { info: view.info }) }
       : { id, present: false, connections: 0, verified: false };
     if (view) this.#members.set(id, member);
@@ -66,7 +66,7 @@ export class LeafReports {
   }
 
   /** What the root learns with a push's answer (and in reports between pushes). */
-  take(full: boolean): LeafReport {
+  take(full: boolean): FollowerReport {
     const members = full ? [...this.#members.values()] : [...this.#dirty.values()];
     this.#dirty.clear();
     const delta = this.#counters.unreported();
@@ -86,7 +86,7 @@ export class LeafReports {
       this.#timer = null;
       this.#reporting = true;
       const report = this.take(false);
-      (this.#source.root().leafReport(this.#source.index, report) as Promise<number>)
+      (this.#source.root().followerReport(this.#source.index, report) as Promise<number>)
         .then(
           (members) => this.#source.roomMembers(members),
           (error: unknown) => {

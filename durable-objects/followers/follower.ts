@@ -9,7 +9,7 @@ import type { Stream } from "../engine/stream";
 import type { StreamShape } from "../engine/stream-shape";
 import type { Room } from "../room/room";
 import { MessageRing } from "./ring";
-import type { LeafBatch, LeafHistory, LeafStart, LostRange } from "./contracts";
+import type { FollowerBatch, FollowerHistory, FollowStart, LostRange } from "./contracts";
 
 /** Bytes a follower keeps in its ring, the live part and a backfill together. */
 export const RING_MAX_BYTES = 8 * 1024 * 1024;
@@ -25,7 +25,7 @@ export interface FollowerHost {
   /** This object's index among the room's followers (a leaf's index, or a hub's number past HUB_FOLLOWER_BASE). */
   readonly index: number;
   /** Asks the root where the room stands (a leaf's sync, a hub's follow, which the root may refuse: it throws then). */
-  sync(room: string): Promise<LeafStart>;
+  sync(room: string): Promise<FollowStart>;
   /** Where the follower stands moved: the object records it where it survives hibernation. */
   moved(room: string): void;
 }
@@ -99,7 +99,7 @@ export class RoomFollower {
    * sockets of another history closes them (their seqs mean nothing now):
    * they reconnect and are told so.
    */
-  restart(start: LeafStart, closeStale = true): void {
+  restart(start: FollowStart, closeStale = true): void {
     if (closeStale && this.#known && start.epoch !== this.#epoch) {
       for (const ws of [...this.stream.cursors.keys()]) this.#delivery.close(ws, CloseCode.SERVICE_RESTART, "room history restarted: resume");
     }
@@ -133,7 +133,7 @@ export class RoomFollower {
   }
 
   /** The root opens this follower. */
-  open(start: LeafStart): Promise<void> {
+  open(start: FollowStart): Promise<void> {
     return this.#serial(async () => {
       if (this.#known && start.epoch === this.#epoch) return;
       this.restart(start);
@@ -141,7 +141,7 @@ export class RoomFollower {
   }
 
   /** One push from the root, applied in order after any push still applying. */
-  push(batch: LeafBatch): Promise<void> {
+  push(batch: FollowerBatch): Promise<void> {
     return this.#serial(async () => {
       const roster = batch.roster ?? { members: null, count: batch.members };
       if (!this.#known || batch.epoch !== this.#epoch) this.restart({ room: batch.room, epoch: batch.epoch, seq: batch.after, members: batch.members, roster });
@@ -158,7 +158,7 @@ export class RoomFollower {
     let messages = pushed.filter((m) => m.seq > this.ring.seq).map(this.#shape);
     const first = messages[0];
     if (first !== undefined && first.seq > this.ring.seq + 1) {
-      const got = (await this.#host.root(this.#room).leafHistory(this.ring.seq + 1, FETCH_BYTES)) as LeafHistory;
+      const got = (await this.#host.root(this.#room).followerHistory(this.ring.seq + 1, FETCH_BYTES)) as FollowerHistory;
       if (got.epoch === this.#epoch) await this.#apply(got.lost, got.messages.filter((m) => m.seq < first.seq), now);
       messages = messages.filter((m) => m.seq > this.ring.seq);
       // Still a gap: the report says where the follower is, and the root catches it up from history.
@@ -205,7 +205,7 @@ export class RoomFollower {
         const want = this.#fetchFrom;
         this.#fetchFrom = Number.POSITIVE_INFINITY;
         if (this.ring.covers(want)) continue;
-        const got = (await this.#host.root(this.#room).leafHistory(want, FETCH_BYTES)) as LeafHistory;
+        const got = (await this.#host.root(this.#room).followerHistory(want, FETCH_BYTES)) as FollowerHistory;
         if (got.epoch !== epoch || got.epoch !== this.#epoch) return false;
         this.ring.backfill(got.messages.map(this.#shape), got.lost);
         progressed = this.ring.covers(want);

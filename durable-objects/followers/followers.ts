@@ -7,10 +7,10 @@ import type { Message } from "../engine/message";
 import type { Roster } from "../engine/presence";
 import type { MessageSource } from "../engine/stream";
 import type { RoomLeaf } from "../leaf/leaf";
-import type { LeafHistory, LeafMember, LeafReport, LeafSnapshot, LeafStart, LostRange } from "./contracts";
-import { LeafLink, type FollowerStub, type LinkHost } from "./follower-link";
+import type { FollowerHistory, FollowerMember, FollowerReport, FollowerSnapshot, FollowStart, LostRange } from "./contracts";
+import { FollowerLink, type FollowerStub, type LinkHost } from "./follower-link";
 
-export interface LeavesOptions {
+export interface FollowersOptions {
   /** ROOM_SHARD_SOCKETS: sockets the root takes itself, and each leaf before the next opens (0 = never shard). */
   shardSockets: number;
   /** ROOM_MAX_LEAVES. */
@@ -24,7 +24,7 @@ export interface LeavesOptions {
 }
 
 /** What the leaves need from the root. */
-export interface LeavesHost {
+export interface FollowersHost {
   roomName(): string;
   /** The LEAVES binding and the bindings of each kind of hub (any may be absent). */
   namespace(): DurableObjectNamespace<RoomLeaf> | null;
@@ -41,7 +41,7 @@ export interface LeavesHost {
   saveDirectory(indices: readonly number[]): void;
   /** Sockets on the leaves changed. */
   connectionsChanged(): void;
-  membersReported(index: number, members: readonly LeafMember[], full: boolean): void;
+  membersReported(index: number, members: readonly FollowerMember[], full: boolean): void;
   /** A leaf was retired, or is unreachable: its members are gone from the room. */
   leafDropped(index: number): void;
   countersReported(delta: RoomCounterValues): void;
@@ -50,8 +50,8 @@ export interface LeavesHost {
 }
 
 /** `GET /rooms/{room}` of a sharded room: the root's own sockets and each leaf's. */
-export interface LeavesSnapshot {
-  leaves: (LeafSnapshot & { reachable: boolean })[];
+export interface FollowersSnapshot {
+  leaves: (FollowerSnapshot & { reachable: boolean })[];
 }
 
 /** What only leaves do (a hub holds sockets of other rooms too). */
@@ -65,7 +65,7 @@ export const PLACEMENT_TTL_MS = 2000;
  * at most the grants outstanding when its report arrives.
  */
 export const PLACEMENT_GRANT = 64;
-/** Leaves one placement may open before it settles for overfilling (a burst of upgrades opens them one by one). */
+/** Followers one placement may open before it settles for overfilling (a burst of upgrades opens them one by one). */
 const PLACEMENT_OPENS = 4;
 /** A leaf that has not answered pushes for this long is taken as lost: its sockets and members stop counting. */
 const LOST_AFTER_MS = 30_000;
@@ -73,7 +73,7 @@ const SNAPSHOT_TIMEOUT_MS = 3000;
 
 /**
  * The root's leaves: which exist, where new sockets go, the pushes to each
- * (LeafLink), their reports, and their retirement.
+ * (FollowerLink), their reports, and their retirement.
  *
  * - Placement: the root takes sockets until it holds `shardSockets`; after
  *   that, and while the room has leaves (until it is below half the
@@ -88,19 +88,19 @@ const SNAPSHOT_TIMEOUT_MS = 3000;
  *   socket meanwhile (it refuses then). A retired leaf that is handed a socket
  *   later (an edge reused an old placement) asks the root to start again.
  */
-export class Leaves {
-  readonly #options: LeavesOptions;
-  readonly #host: LeavesHost;
-  readonly #links = new Map<number, LeafLink>();
+export class Followers {
+  readonly #options: FollowersOptions;
+  readonly #host: FollowersHost;
+  readonly #links = new Map<number, FollowerLink>();
   readonly #linkHost: LinkHost;
-  #opening: Promise<LeafLink | null> | null = null;
+  #opening: Promise<FollowerLink | null> | null = null;
   #retireTimer: ReturnType<typeof setTimeout> | null = null;
   #membersTimer: ReturnType<typeof setTimeout> | null = null;
   #membersSentAt = 0;
   #retiredPushes = 0;
 
   /** `directory` is the stored set of leaves; `seq`, the seq the room stands at (its leaves are level with it). */
-  constructor(options: LeavesOptions, host: LeavesHost, directory: string | null, seq: number) {
+  constructor(options: FollowersOptions, host: FollowersHost, directory: string | null, seq: number) {
     this.#options = options;
     this.#host = host;
     this.#linkHost = {
@@ -116,11 +116,11 @@ export class Leaves {
     };
     for (const index of parseDirectory(directory)) {
       // A root only goes idle once every leaf was level, so they are level with its stored seq.
-      this.#links.set(index, new LeafLink(index, this.#linkHost, seq, true));
+      this.#links.set(index, new FollowerLink(index, this.#linkHost, seq, true));
     }
   }
 
-  /** Leaves the room has. */
+  /** Followers the room has. */
   get size(): number {
     return this.#links.size;
   }
@@ -219,36 +219,36 @@ export class Leaves {
    * retired and got a socket): it is level where the root believes, and the
    * root pushes to it from there.
    */
-  sync(index: number): LeafStart {
+  sync(index: number): FollowStart {
     const link = this.#links.get(index) ?? this.#adopt(index, this.#host.latest());
     return { room: this.#host.roomName(), epoch: this.#host.epoch(), seq: link.acked, members: this.#host.members(), roster: this.#host.roster() };
   }
 
   /** A leaf's report outside a push (its sockets changed while no message flowed). Returns the room's member count. */
-  report(index: number, report: LeafReport): number {
+  report(index: number, report: FollowerReport): number {
     const link = this.#links.get(index) ?? (report.connections > 0 ? this.#adopt(index, report.seq) : null);
     if (link) this.#reported(link, report);
     return this.#host.members();
   }
 
   /** History for a leaf's ring: a backfill for its sockets, or a push it missed. */
-  history(from: number, budget: number): LeafHistory {
+  history(from: number, budget: number): FollowerHistory {
     const latest = this.#host.latest();
     const read = from > latest ? { messages: [], lost: null } : this.#host.read(from, budget);
     return { epoch: this.#host.epoch(), latest, lost: read.lost, messages: read.messages };
   }
 
   /** Every leaf's figures, asked now (a leaf that does not answer in time shows its last report). */
-  async snapshot(): Promise<LeavesSnapshot> {
+  async snapshot(): Promise<FollowersSnapshot> {
     const links = [...this.#links.values()].sort((a, b) => a.index - b.index);
     const answers = await Promise.all(
-      links.map(async (link): Promise<LeafSnapshot & { reachable: boolean }> => {
+      links.map(async (link): Promise<FollowerSnapshot & { reachable: boolean }> => {
         let timer: ReturnType<typeof setTimeout> | null = null;
         try {
           const snap = (await Promise.race([
             link.stub.snapshot(this.#host.roomName()),
             new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error("timed out")), SNAPSHOT_TIMEOUT_MS))),
-          ])) as LeafSnapshot;
+          ])) as FollowerSnapshot;
           return { ...snap, reachable: true };
         } catch {
           return {
@@ -309,7 +309,7 @@ export class Leaves {
     return namespace.get(namespace.idFromName(leafName(this.#host.roomName(), index))) as unknown as FollowerStub;
   }
 
-  /** Leaves the room has (followers that hold its own sockets, not hubs). */
+  /** Followers the room has (followers that hold its own sockets, not hubs). */
   #leafCount(): number {
     let count = 0;
     for (const index of this.#links.keys()) if (isLeaf(index)) count += 1;
@@ -359,7 +359,7 @@ export class Leaves {
   }
 
   /** Opens the lowest free index; concurrent upgrades share one opening. */
-  #openNext(): Promise<LeafLink | null> {
+  #openNext(): Promise<FollowerLink | null> {
     this.#opening ??= (async () => {
       let index = 0;
       while (this.#links.has(index)) index += 1;
@@ -377,9 +377,9 @@ export class Leaves {
     return this.#opening;
   }
 
-  #adopt(index: number, acked: number): LeafLink {
+  #adopt(index: number, acked: number): FollowerLink {
     const wasSharded = this.#links.size > 0;
-    const link = new LeafLink(index, this.#linkHost, acked, true);
+    const link = new FollowerLink(index, this.#linkHost, acked, true);
     this.#links.set(index, link);
     this.#host.saveDirectory([...this.#links.keys()]);
     if (!wasSharded) this.#host.shardedChanged(true);
@@ -388,7 +388,7 @@ export class Leaves {
     return link;
   }
 
-  #drop(link: LeafLink): void {
+  #drop(link: FollowerLink): void {
     link.close();
     if (this.#links.get(link.index) !== link) return;
     this.#retiredPushes += link.pushes;
@@ -399,7 +399,7 @@ export class Leaves {
     if (this.#links.size === 0) this.#host.shardedChanged(false);
   }
 
-  #reported(link: LeafLink, report: LeafReport): void {
+  #reported(link: FollowerLink, report: FollowerReport): void {
     if (this.#links.get(link.index) !== link) return;
     const before = link.connections;
     link.connections = report.connections;
@@ -417,7 +417,7 @@ export class Leaves {
     if (before !== report.connections) this.#host.connectionsChanged();
   }
 
-  #failed(link: LeafLink, error: unknown): void {
+  #failed(link: FollowerLink, error: unknown): void {
     logEvent("error", { room: this.#host.roomName(), where: "leaf_push", leaf: link.index, error: String(error) });
     if (link.failingSince !== null && Date.now() - link.failingSince >= LOST_AFTER_MS && link.connections > 0) {
       // Unreachable for long: its sockets are gone or will reconnect elsewhere; they stop counting.

@@ -7,7 +7,7 @@ import type { SocketEngine } from "../engine/socket-engine";
 import type { SocketState } from "../engine/socket-state";
 import type { StreamShape } from "../engine/stream-shape";
 import type { FollowerHost } from "../followers/follower";
-import type { LeafBatch, LeafReport, LeafSnapshot, LeafStart } from "../followers/contracts";
+import type { FollowerBatch, FollowerReport, FollowerSnapshot, FollowStart } from "../followers/contracts";
 import type { Room } from "../room/room";
 import type { HubOccupancy } from "./hub-registration";
 import { HubRoom } from "./hub-room";
@@ -175,11 +175,11 @@ export class FollowedRooms implements FollowerHost {
   // From a room's root
   // -------------------------------------------------------------------------
 
-  open(start: LeafStart): Promise<void> {
+  open(start: FollowStart): Promise<void> {
     return this.roomFor(start.room).follower.open(start);
   }
 
-  async push(batch: LeafBatch): Promise<LeafReport> {
+  async push(batch: FollowerBatch): Promise<FollowerReport> {
     const room = this.roomFor(batch.room);
     await room.follower.push(batch);
     return room.report(batch.full);
@@ -194,7 +194,7 @@ export class FollowedRooms implements FollowerHost {
     return true;
   }
 
-  snapshot(name: string): LeafSnapshot {
+  snapshot(name: string): FollowerSnapshot {
     return this.roomFor(name).snapshot();
   }
 
@@ -207,8 +207,8 @@ export class FollowedRooms implements FollowerHost {
     return namespace.get(namespace.idFromName(room));
   }
 
-  async sync(room: string): Promise<LeafStart> {
-    const answer = (await this.root(room).follow(this.index)) as { start: LeafStart } | { refused: string };
+  async sync(room: string): Promise<FollowStart> {
+    const answer = (await this.root(room).follow(this.index)) as { start: FollowStart } | { refused: string };
     if ("refused" in answer) throw new FollowRefused(answer.refused);
     return answer.start;
   }

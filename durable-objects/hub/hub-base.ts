@@ -11,7 +11,7 @@ import { SocketEngine, type EngineHost, type SocketDialect } from "../engine/soc
 import type { SocketState } from "../engine/socket-state";
 import type { StreamShape } from "../engine/stream-shape";
 import { endNameless, type FollowerCore } from "../followers/follower-object";
-import type { LeafBatch, LeafReport, LeafSnapshot, LeafStart } from "../followers/contracts";
+import type { FollowerBatch, FollowerReport, FollowerSnapshot, FollowStart } from "../followers/contracts";
 import { FollowedRooms, type FollowedRoomsHost } from "./followed-rooms";
 import { HubRegistration, type HubOccupancy } from "./hub-registration";
 
@@ -86,11 +86,11 @@ export abstract class HubBase implements EngineHost, FollowerCore, FollowedRooms
   // From a room's root
   // -------------------------------------------------------------------------
 
-  open(start: LeafStart): Promise<void> {
+  open(start: FollowStart): Promise<void> {
     return this.rooms.open(start);
   }
 
-  push(batch: LeafBatch): Promise<LeafReport> {
+  push(batch: FollowerBatch): Promise<FollowerReport> {
     return this.rooms.push(batch);
   }
 
@@ -98,7 +98,7 @@ export abstract class HubBase implements EngineHost, FollowerCore, FollowedRooms
     return this.rooms.retire(name);
   }
 
-  snapshot(name: string): LeafSnapshot {
+  snapshot(name: string): FollowerSnapshot {
     return this.rooms.snapshot(name);
   }
 

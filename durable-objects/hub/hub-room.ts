@@ -1,6 +1,6 @@
-import type { LeafReport, LeafSnapshot } from "../followers/contracts";
+import type { FollowerReport, FollowerSnapshot } from "../followers/contracts";
 import { RoomFollower, type FollowerHost } from "../followers/follower";
-import { LeafReports, type ReportSource } from "../followers/follower-reports";
+import { FollowerReports, type ReportSource } from "../followers/follower-reports";
 import { MEMORY_ONLY, RoomCounters } from "../engine/counters";
 import type { StreamShape } from "../engine/stream-shape";
 import type { SocketEngine } from "../engine/socket-engine";
@@ -25,14 +25,14 @@ export class HubRoom implements ReportSource {
   readonly room: string;
   readonly follower: RoomFollower;
   readonly counters = new RoomCounters(MEMORY_ONLY);
-  readonly #reports: LeafReports;
+  readonly #reports: FollowerReports;
   readonly #host: HubRoomHost;
   readonly #startedAt = Date.now();
 
   constructor(room: string, host: HubRoomHost, shape: StreamShape, limits: { maxMessages: number; batch: { maxBytes: number; maxEvents: number } }) {
     this.room = room;
     this.#host = host;
-    this.#reports = new LeafReports(this.counters, this);
+    this.#reports = new FollowerReports(this.counters, this);
     this.follower = new RoomFollower(
       room,
       host.engine,
@@ -58,7 +58,7 @@ export class HubRoom implements ReportSource {
   }
 
   /** What a push's answer tells the root. */
-  report(full: boolean): LeafReport {
+  report(full: boolean): FollowerReport {
     return this.#reports.take(full);
   }
 
@@ -70,7 +70,7 @@ export class HubRoom implements ReportSource {
     return true;
   }
 
-  snapshot(): LeafSnapshot {
+  snapshot(): FollowerSnapshot {
     const ring = this.follower.ring.size;
     let inFlight = 0;
     let max = 0;

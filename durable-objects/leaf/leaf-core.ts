@@ -14,8 +14,8 @@ import { ROOM_SHAPE } from "../engine/stream-shape";
 import type { Room } from "../room/room";
 import { RoomFollower, type FollowerHost } from "../followers/follower";
 import { endNameless, type FollowerCore } from "../followers/follower-object";
-import { LeafReports, type ReportSource } from "../followers/follower-reports";
-import type { LeafBatch, LeafReport, LeafSnapshot, LeafStart } from "../followers/contracts";
+import { FollowerReports, type ReportSource } from "../followers/follower-reports";
+import type { FollowerBatch, FollowerReport, FollowerSnapshot, FollowStart } from "../followers/contracts";
 
 /** A leaf socket's attachment: the room's, plus where the leaf stood when it was written. */
 interface LeafAttachment extends SocketAttachment {
@@ -41,7 +41,7 @@ export class LeafCore implements EngineHost, FollowerHost, ReportSource, Followe
   readonly index: number;
   readonly #counters = new RoomCounters(MEMORY_ONLY);
   readonly engine: SocketEngine;
-  readonly #reports: LeafReports;
+  readonly #reports: FollowerReports;
   readonly #follower: RoomFollower;
   readonly #instanceStartedAt = Date.now();
   /** The socket whose attachment carries the leaf's mark. */
@@ -60,7 +60,7 @@ export class LeafCore implements EngineHost, FollowerHost, ReportSource, Followe
     this.room = address?.room ?? "";
     this.index = address?.index ?? -1;
     this.engine = new SocketEngine(ctx, limits, this.#counters, this);
-    this.#reports = new LeafReports(this.#counters, this);
+    this.#reports = new FollowerReports(this.#counters, this);
     this.#follower = new RoomFollower(
       this.room,
       this.engine,
@@ -128,11 +128,11 @@ export class LeafCore implements EngineHost, FollowerHost, ReportSource, Followe
   // From the root
   // -------------------------------------------------------------------------
 
-  open(start: LeafStart): Promise<void> {
+  open(start: FollowStart): Promise<void> {
     return this.#follower.open(start);
   }
 
-  async push(batch: LeafBatch): Promise<LeafReport> {
+  async push(batch: FollowerBatch): Promise<FollowerReport> {
     await this.#follower.push(batch);
     return this.#reports.take(batch.full);
   }
@@ -145,7 +145,7 @@ export class LeafCore implements EngineHost, FollowerHost, ReportSource, Followe
     return true;
   }
 
-  snapshot(_room?: string): LeafSnapshot {
+  snapshot(_room?: string): FollowerSnapshot {
     const window = this.engine.delivery.windowFigures();
     const ring = this.#follower.ring.size;
     return {
@@ -221,8 +221,8 @@ export class LeafCore implements EngineHost, FollowerHost, ReportSource, Followe
     return namespace.get(namespace.idFromName(this.room));
   }
 
-  async sync(): Promise<LeafStart> {
-    return (await this.root().leafSync(this.index)) as LeafStart;
+  async sync(): Promise<FollowStart> {
+    return (await this.root().followerSync(this.index)) as FollowStart;
   }
 
   /** Writes where the leaf stands into the holder socket's attachment (one write per push, however many sockets). */

@@ -20,7 +20,7 @@ import { SocketEngine, type EngineHost } from "../engine/socket-engine";
 import type { SocketState } from "../engine/socket-state";
 import type { Stream } from "../engine/stream";
 import type { RoomLeaf } from "../leaf/leaf";
-import type { LeafHistory, LeafMember, LeafReport, LeafStart, LostRange } from "../followers/contracts";
+import type { FollowerHistory, FollowerMember, FollowerReport, FollowStart, LostRange } from "../followers/contracts";
 import { deepFreeze } from "./hooks/connection-data";
 import { History } from "./storage/history";
 import { historyPage, type PageAnswer, type PageQuery } from "./storage/history-pages";
@@ -30,7 +30,7 @@ import type { Connection, JsonObject } from "./hooks/hooks";
 import { IdempotencyKeys } from "./storage/idempotency-keys";
 import { answerHoldOf, type AnswerHold } from "./fault-hold";
 import { keyedPublish, PublishKeys, type KeyedPublish } from "./storage/publish-keys";
-import { historyMessages, Leaves, type LeavesHost } from "../followers/followers";
+import { historyMessages, Followers, type FollowersHost } from "../followers/followers";
 import { MetaStore } from "./storage/meta-store";
 import { Publishing, type FlushListener, type PublishOptions } from "./publishing";
 import { RoomMembers } from "./room-members";
@@ -54,7 +54,7 @@ const NAME_KEY = "name";
  * listener, the leaves' host and the reclaim's host), never through closures
  * captured while the room was being built.
  */
-export class RoomCore<Data extends object = JsonObject> implements EngineHost, FlushListener, LeavesHost, ReclaimHost {
+export class RoomCore<Data extends object = JsonObject> implements EngineHost, FlushListener, FollowersHost, ReclaimHost {
   readonly #ctx: DurableObjectState;
   readonly #env: Record<string, unknown>;
   readonly limits: Limits;
@@ -74,7 +74,7 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   readonly #runner: HookRunner<Data>;
   readonly #publishing: Publishing;
   readonly #members: RoomMembers;
-  readonly #leaves: Leaves;
+  readonly #leaves: Followers;
   readonly #reclaim: StorageReclaim;
   /** The room's webhooks; null when the room has no webhook target (nothing is recorded: webhook-target.ts). */
   readonly #webhooks: Webhooks | null;
@@ -136,7 +136,7 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
       joined: (id, info, verified) => this.#webhooks?.memberJoined(id, info, verified),
       left: (id) => this.#webhooks?.memberLeft(id),
     });
-    this.#leaves = new Leaves(
+    this.#leaves = new Followers(
       {
         // Connection hooks run where the sockets are, in this object: a room that has them keeps
         // every socket here (up to MAX_SOCKETS_PER_ROOM) rather than on leaves (docs/hooks.md).
@@ -169,7 +169,7 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
       if (attachment.data) deepFreeze(attachment.data);
       return [{ stream: this.#stream, seq: this.#stream.flushedSeq }];
     });
-    // Leaves found in the directory: each is asked for its sockets and members.
+    // Followers found in the directory: each is asked for its sockets and members.
     this.#leaves.wake();
     // Members or the room recorded and not here after the restore (a restart), events waiting: the alarm ends the wait.
     if ((this.#webhooks?.alarmWanted(Date.now()) ?? null) !== null) this.#background(this.engine.sweeper.ensureAlarm());
@@ -261,10 +261,10 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   }
 
   // -------------------------------------------------------------------------
-  // Leaves (RPC from the room's leaf objects; docs/sharded-rooms.md)
+  // Followers (RPC from the room's leaf objects; docs/sharded-rooms.md)
   // -------------------------------------------------------------------------
 
-  leafSync(index: number): LeafStart {
+  followerSync(index: number): FollowStart {
     this.requests.leafSyncs += 1;
     return this.#leaves.sync(index);
   }
@@ -274,7 +274,7 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
    * (docs/multiplexing.md). A room whose class has connection hooks keeps its
    * sockets in its own object, where the hooks run: it refuses.
    */
-  async follow(index: number): Promise<{ start: LeafStart } | { refused: string }> {
+  async follow(index: number): Promise<{ start: FollowStart } | { refused: string }> {
     if (this.#runner.admitsSockets || this.#runner.handlesClientFrames || this.#runner.watchesCloses) {
       return { refused: "this room admits its sockets with hooks of its own: open /rooms/{room}/ws for it" };
     }
@@ -292,12 +292,12 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     return { start };
   }
 
-  leafReport(index: number, report: LeafReport): number {
+  followerReport(index: number, report: FollowerReport): number {
     this.requests.leafReports += 1;
     return this.#leaves.report(index, report);
   }
 
-  leafHistory(from: number, budget: number): LeafHistory {
+  followerHistory(from: number, budget: number): FollowerHistory {
     this.requests.leafFetches += 1;
     return this.#leaves.history(from, Math.min(budget, LEAF_HISTORY_MAX_BYTES));
   }
@@ -476,7 +476,7 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     this.occupancyChanged();
   }
 
-  membersReported(index: number, members: readonly LeafMember[], full: boolean): void {
+  membersReported(index: number, members: readonly FollowerMember[], full: boolean): void {
     // The report's sockets are counted already: the room is occupied before its members join (webhooks say it in that order).
     this.#webhooks?.connections(this.#connections());
     if (full) this.#members.replaceLeaf(index, members);
@@ -516,7 +516,7 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   }
 
   quiet(): boolean {
-    // Leaves are retired before the room's storage goes (their directory is in it); webhook events
+    // Followers are retired before the room's storage goes (their directory is in it); webhook events
     // and the record of what the receiver was told are in it too.
     return this.counters.unreported() === null && this.#leaves.size === 0 && !this.#webhooks?.holdsStorage;
   }

@@ -1,6 +1,6 @@
 import type { PresenceMember, PresencePage } from "../../protocol";
 import type { LocalMember, Roster } from "../engine/presence";
-import type { LeafMember } from "../followers/contracts";
+import type { FollowerMember } from "../followers/contracts";
 
 interface Entry {
   info: string | undefined;
@@ -62,7 +62,7 @@ export class RoomMembers {
   }
 
   /** A leaf's report of some of its members. */
-  setLeaf(index: number, members: readonly LeafMember[]): void {
+  setLeaf(index: number, members: readonly FollowerMember[]): void {
     const before = this.#entries.size;
     for (const member of members) {
       const entry = this.#entries.get(member.id);
@@ -81,9 +81,9 @@ export class RoomMembers {
   }
 
   /** A leaf reported every member it holds: the ones it no longer lists are gone from it. */
-  replaceLeaf(index: number, members: readonly LeafMember[]): void {
+  replaceLeaf(index: number, members: readonly FollowerMember[]): void {
     const listed = new Set(members.map((m) => m.id));
-    const gone: LeafMember[] = [];
+    const gone: FollowerMember[] = [];
     for (const [id, entry] of this.#entries) {
       if (entry.leaves.has(index) && !listed.has(id)) gone.push({ id, present: false, connections: 0, verified: entry.verified });
     }

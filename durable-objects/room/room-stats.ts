@@ -1,7 +1,7 @@
 import type { RoomStats, RootRequests } from "../../protocol";
 import { addCounters } from "../../common/counters";
 import { followerAt } from "../../common/followers";
-import type { LeavesSnapshot } from "../followers/followers";
+import type { FollowersSnapshot } from "../followers/followers";
 
 /**
  * `GET /rooms/{room}` of a sharded room (or one that hubs follow): the root's
@@ -9,7 +9,7 @@ import type { LeavesSnapshot } from "../followers/followers";
  * follower has not reported yet are the room's too), with each one's line
  * beside them.
  */
-export function roomStats(own: RoomStats, { leaves }: LeavesSnapshot, requests: RootRequests, pushes: number): RoomStats {
+export function roomStats(own: RoomStats, { leaves }: FollowersSnapshot, requests: RootRequests, pushes: number): RoomStats {
   const stats: RoomStats = { ...own, refusals: { ...own.refusals }, rootConnections: own.connections };
   for (const leaf of leaves) {
     if (leaf.unreported) addCounters(stats, leaf.unreported);

@@ -2,7 +2,7 @@ import { CloseCode, type CustomClientFrame, type PresencePage, type RoomStats } 
 import { logEvent } from "../../common/log";
 import type { PublishOutcome, PublishResult } from "../engine/publish-outcome";
 import { SocketObject } from "../engine/socket-object";
-import type { LeafHistory, LeafReport, LeafStart } from "../followers/contracts";
+import type { FollowerHistory, FollowerReport, FollowStart } from "../followers/contracts";
 import type { RoomHookSet } from "./hooks/hook-runner";
 import type {
   CloseInfo,
@@ -243,23 +243,23 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
   }
 
   /** A leaf that does not know where the room stands: where it is level, and the room's epoch and member count. */
-  async leafSync(index: number): Promise<LeafStart> {
-    return this.#core.leafSync(index);
+  async followerSync(index: number): Promise<FollowStart> {
+    return this.#core.followerSync(index);
   }
 
   /** A hub of multiplexed connections follows the room (or is refused: a room with connection hooks holds its own sockets). */
-  async follow(index: number): Promise<{ start: LeafStart } | { refused: string }> {
+  async follow(index: number): Promise<{ start: FollowStart } | { refused: string }> {
     return this.#core.follow(index);
   }
 
   /** A leaf's sockets or members changed while no push carried its report. Returns the room's member count. */
-  async leafReport(index: number, report: LeafReport): Promise<number> {
-    return this.#core.leafReport(index, report);
+  async followerReport(index: number, report: FollowerReport): Promise<number> {
+    return this.#core.followerReport(index, report);
   }
 
   /** Messages from `from` on, about `budget` bytes, for a leaf's ring. */
-  async leafHistory(from: number, budget: number): Promise<LeafHistory> {
-    return this.#core.leafHistory(from, budget);
+  async followerHistory(from: number, budget: number): Promise<FollowerHistory> {
+    return this.#core.followerHistory(from, budget);
   }
 
   /** A Pusher hub's subscriber to this cache channel found no last event (Pusher's `cache_miss` webhook). */

@@ -12,7 +12,7 @@ import { CloseCode, type ServerEvent } from "../../protocol";
 import { messageEvent, type Message } from "../../durable-objects/engine/message";
 import { ROOM_SHAPE } from "../../durable-objects/engine/stream-shape";
 import { FETCH_BYTES, RoomFollower, type FollowerHost } from "../../durable-objects/followers/follower";
-import type { LeafBatch, LeafHistory, LeafStart } from "../../durable-objects/followers/contracts";
+import type { FollowerBatch, FollowerHistory, FollowStart } from "../../durable-objects/followers/contracts";
 import type { Room } from "../../durable-objects/room/room";
 import { EngineRig, inObject, resumeOf, type Accepted } from "../helpers/workerd/engine";
 import { sleep, until } from "../helpers/wait";
@@ -48,16 +48,16 @@ class Root implements FollowerHost {
     return this.history.filter((m) => m.seq >= from && m.seq <= to);
   }
 
-  start(seq = this.latest): LeafStart {
+  start(seq = this.latest): FollowStart {
     return { room: ROOM, epoch: this.epoch, seq, members: 0, roster: { members: null, count: 0 } };
   }
 
-  batch(after: number, from: number, to: number, fields: Partial<LeafBatch> = {}): LeafBatch {
+  batch(after: number, from: number, to: number, fields: Partial<FollowerBatch> = {}): FollowerBatch {
     return { room: ROOM, epoch: this.epoch, after, lost: null, messages: this.slice(from, to), members: 0, full: false, ...fields };
   }
 
   root(): DurableObjectStub<Room> {
-    const leafHistory = async (from: number, budget: number): Promise<LeafHistory> => {
+    const followerHistory = async (from: number, budget: number): Promise<FollowerHistory> => {
       this.fetches.push({ from, budget });
       if (this.gate) await this.gate;
       if (this.failingFetches > 0) {
@@ -67,10 +67,10 @@ class Root implements FollowerHost {
       const lost = from <= this.lostThrough ? { from, to: this.lostThrough } : null;
       return { epoch: this.epoch, latest: this.latest, lost, messages: this.slice(Math.max(from, this.lostThrough + 1), this.latest) };
     };
-    return { leafHistory } as unknown as DurableObjectStub<Room>;
+    return { followerHistory } as unknown as DurableObjectStub<Room>;
   }
 
-  async sync(room: string): Promise<LeafStart> {
+  async sync(room: string): Promise<FollowStart> {
     this.syncs.push(room);
     await sleep(5);
     return this.start();

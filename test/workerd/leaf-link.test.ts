@@ -7,20 +7,20 @@
  */
 import { describe, expect, it } from "vitest";
 import { messageEvent, type Message } from "../../durable-objects/engine/message";
-import type { LeafBatch, LeafReport, LostRange } from "../../durable-objects/followers/contracts";
-import { LeafLink, PUSH_MAX_BYTES, QUEUE_MAX_BYTES, type FollowerStub, type LinkHost } from "../../durable-objects/followers/follower-link";
+import type { FollowerBatch, FollowerReport, LostRange } from "../../durable-objects/followers/contracts";
+import { FollowerLink, PUSH_MAX_BYTES, QUEUE_MAX_BYTES, type FollowerStub, type LinkHost } from "../../durable-objects/followers/follower-link";
 import { sleep, until } from "../helpers/wait";
 
 interface Push {
-  batch: LeafBatch;
+  batch: FollowerBatch;
   /** Which stub carried it (1 = the first the host handed out). */
   stub: number;
-  answer(report: LeafReport): void;
+  answer(report: FollowerReport): void;
   fail(error: Error): void;
 }
 
 /** Where the batch ends: what a leaf that took all of it reports. */
-function lastOf(batch: LeafBatch): number {
+function lastOf(batch: FollowerBatch): number {
   return batch.messages[batch.messages.length - 1]?.seq ?? batch.lost?.to ?? batch.after;
 }
 
@@ -45,8 +45,8 @@ class HeldLeaf {
       return broken as unknown as FollowerStub;
     }
     const transport = {
-      push: (batch: LeafBatch) =>
-        new Promise<LeafReport>((answer, fail) => {
+      push: (batch: FollowerBatch) =>
+        new Promise<FollowerReport>((answer, fail) => {
           const push: Push = { batch, stub, answer, fail };
           this.pushes.push(push);
           this.#open.push(push);
@@ -67,10 +67,10 @@ class HeldLeaf {
   }
 
   /** Answers the oldest open push with a report at `seq` (by default: everything it carried), and lets the link act on it. */
-  async answer(seq?: number): Promise<LeafReport> {
+  async answer(seq?: number): Promise<FollowerReport> {
     const push = this.#open.shift();
     if (!push) throw new Error("no push in flight");
-    const report: LeafReport = { seq: seq ?? lastOf(push.batch), connections: 2, behind: 0, members: [], full: push.batch.full, delta: null };
+    const report: FollowerReport = { seq: seq ?? lastOf(push.batch), connections: 2, behind: 0, members: [], full: push.batch.full, delta: null };
     push.answer(report);
     await sleep(0);
     return report;
@@ -100,7 +100,7 @@ class Room implements LinkHost {
   readonly leaf = new HeldLeaf();
   readonly history: Message[] = [];
   readonly reads: Array<{ from: number; budget: number }> = [];
-  readonly reports: LeafReport[] = [];
+  readonly reports: FollowerReport[] = [];
   readonly failures: unknown[] = [];
   /** Seqs the history no longer holds, reported by reads that start in them. */
   lostThrough = 0;
@@ -144,16 +144,16 @@ class Room implements LinkHost {
     return { messages, lost };
   }
 
-  reported(_link: LeafLink, report: LeafReport): void {
+  reported(_link: FollowerLink, report: FollowerReport): void {
     this.reports.push(report);
   }
 
-  failed(_link: LeafLink, error: unknown): void {
+  failed(_link: FollowerLink, error: unknown): void {
     this.failures.push(error);
   }
 
   /** One flush of `count` messages of about `bytes` each: stored, then offered to `link`; what `offer` answered. */
-  flush(link: LeafLink, count = 1, bytes = 100): boolean {
+  flush(link: FollowerLink, count = 1, bytes = 100): boolean {
     const messages = Array.from({ length: count }, () => {
       const seq = this.latest() + 1;
       const message = messageEvent(seq, JSON.stringify("x".repeat(bytes)), Date.now(), seq);
@@ -164,12 +164,12 @@ class Room implements LinkHost {
   }
 }
 
-const seqsOf = (batch: LeafBatch) => batch.messages.map((m) => m.seq);
+const seqsOf = (batch: FollowerBatch) => batch.messages.map((m) => m.seq);
 
 describe("the live path", () => {
   it("keeps one push in flight and sends what queued meanwhile as one push when the leaf answers", async () => {
     const room = new Room();
-    const link = new LeafLink(0, room, 0, false);
+    const link = new FollowerLink(0, room, 0, false);
     expect(room.flush(link)).toBe(true);
     expect(room.leaf.pushes).toHaveLength(1);
     expect(room.leaf.last.batch).toEqual({
@@ -200,7 +200,7 @@ describe("the live path", () => {
 
   it("sends a long queue in pushes of at most PUSH_MAX_BYTES, each with at least one message", async () => {
     const room = new Room();
-    const link = new LeafLink(0, room, 0, false);
+    const link = new FollowerLink(0, room, 0, false);
     room.flush(link);
     const third = Math.floor(PUSH_MAX_BYTES / 3);
     // Seven messages of a third of a push each, queued behind the first push.
@@ -217,7 +217,7 @@ describe("the live path", () => {
 
   it("carries a member count change with messages or alone, and asks for every member when told to", async () => {
     const room = new Room();
-    const link = new LeafLink(0, room, 0, false);
+    const link = new FollowerLink(0, room, 0, false);
     room.memberCount = 7;
     link.membersChanged();
     expect(room.leaf.last.batch).toMatchObject({ messages: [], members: 7, full: false });
@@ -234,7 +234,7 @@ describe("the live path", () => {
 
   it("does not send again what the leaf already has", async () => {
     const room = new Room();
-    const link = new LeafLink(0, room, 0, false);
+    const link = new FollowerLink(0, room, 0, false);
     room.flush(link);
     room.flush(link);
     room.flush(link);
@@ -248,7 +248,7 @@ describe("the live path", () => {
 
   it("stops pushing once closed", async () => {
     const room = new Room();
-    const link = new LeafLink(0, room, 0, false);
+    const link = new FollowerLink(0, room, 0, false);
     room.flush(link);
     room.flush(link);
     link.close();
@@ -262,7 +262,7 @@ describe("the live path", () => {
 describe("falling behind and catching up", () => {
   it("serves a leaf from history once its queue outgrows QUEUE_MAX_BYTES, then rejoins the live path", async () => {
     const room = new Room();
-    const link = new LeafLink(0, room, 0, false);
+    const link = new FollowerLink(0, room, 0, false);
     room.flush(link);
     const size = Math.floor(PUSH_MAX_BYTES / 2);
     let offered = 0;
@@ -291,7 +291,7 @@ describe("falling behind and catching up", () => {
 
   it("falls behind when the leaf reports less than the push carried, and fills the gap from history", async () => {
     const room = new Room();
-    const link = new LeafLink(0, room, 0, false);
+    const link = new FollowerLink(0, room, 0, false);
     room.flush(link, 3);
     // The leaf could not take 2 and 3 (it could not close a gap of its own).
     await room.leaf.answer(1);
@@ -306,7 +306,7 @@ describe("falling behind and catching up", () => {
 
   it("falls behind on a flush that does not follow what the leaf was sent", async () => {
     const room = new Room();
-    const link = new LeafLink(0, room, 0, false);
+    const link = new FollowerLink(0, room, 0, false);
     room.flush(link);
     // Messages 2 and 3 were stored without being offered (a flush the link missed).
     room.history.push(messageEvent(2, "2", 0, 2), messageEvent(3, "3", 0, 3));
@@ -319,7 +319,7 @@ describe("falling behind and catching up", () => {
 
   it("passes on what history lost, and goes on from after it", async () => {
     const room = new Room();
-    const link = new LeafLink(0, room, 0, false);
+    const link = new FollowerLink(0, room, 0, false);
     for (let i = 0; i < 5; i++) room.history.push(messageEvent(i + 1, "1", 0, i + 1));
     room.lostThrough = 3;
     link.catchUp();
@@ -333,7 +333,7 @@ describe("falling behind and catching up", () => {
 describe("failures", () => {
   it("retries a failed push after a backoff with a fresh stub, from history, asking the leaf for everything", async () => {
     const room = new Room();
-    const link = new LeafLink(0, room, 0, false);
+    const link = new FollowerLink(0, room, 0, false);
     room.flush(link, 2);
     expect(room.leaf.last.stub).toBe(1);
     const failedAt = Date.now();
@@ -362,7 +362,7 @@ describe("failures", () => {
   it("takes a stub that throws as it takes a failed push", async () => {
     const room = new Room();
     room.leaf.throwingStubs = 1;
-    const link = new LeafLink(0, room, 0, false);
+    const link = new FollowerLink(0, room, 0, false);
     expect(() => room.flush(link)).not.toThrow();
     await sleep(0);
     expect(room.failures.map(String)).toEqual(["Error: the stub is broken"]);

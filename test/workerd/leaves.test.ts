@@ -5,8 +5,8 @@
  * retirement of an empty leaf, and a leaf that stops answering. The leaves
  * are the test's, as far as the root's calls on them go (FollowerRpc): each
  * answers a push with the report a leaf level with it would give, or fails
- * when the test breaks it. The root around Leaves (LeavesHost) is the
- * test's too, and records what Leaves told it.
+ * when the test breaks it. The root around Followers (FollowersHost) is the
+ * test's too, and records what Followers told it.
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { RoomCounterValues } from "../../protocol";
@@ -15,8 +15,8 @@ import { parseLeafName, PLACEMENT_HEADER, type Placement } from "../../common/ed
 import { messageEvent, type Message } from "../../durable-objects/engine/message";
 import type { Roster } from "../../durable-objects/engine/presence";
 import type { RoomLeaf } from "../../durable-objects/leaf/leaf";
-import type { FollowerRpc, LeafBatch, LeafMember, LeafReport, LeafSnapshot, LeafStart, LostRange } from "../../durable-objects/followers/contracts";
-import { Leaves, PLACEMENT_GRANT, PLACEMENT_TTL_MS, type LeavesHost, type LeavesOptions } from "../../durable-objects/followers/followers";
+import type { FollowerRpc, FollowerBatch, FollowerMember, FollowerReport, FollowerSnapshot, FollowStart, LostRange } from "../../durable-objects/followers/contracts";
+import { Followers, PLACEMENT_GRANT, PLACEMENT_TTL_MS, type FollowersHost, type FollowersOptions } from "../../durable-objects/followers/followers";
 import { sleep, until } from "../helpers/wait";
 
 const ROOM = "sharded";
@@ -24,12 +24,12 @@ const ROOM = "sharded";
 /** One leaf, as the root's calls on it see it. */
 class Leaf {
   readonly index: number;
-  readonly opens: LeafStart[] = [];
-  readonly pushes: LeafBatch[] = [];
+  readonly opens: FollowStart[] = [];
+  readonly pushes: FollowerBatch[] = [];
   readonly retires: string[] = [];
   /** What its reports say. */
   connections = 0;
-  members: LeafMember[] = [];
+  members: FollowerMember[] = [];
   /** Every call fails, as on a leaf that is down. */
   down = false;
   /** It refuses to retire (a socket arrived since its last report). */
@@ -68,12 +68,12 @@ class Leaf {
   }
 
   /** Its answer to a push: level with what the push carried, every member when asked for them. */
-  report(batch: LeafBatch): LeafReport {
+  report(batch: FollowerBatch): FollowerReport {
     this.seq = batch.messages.at(-1)?.seq ?? batch.lost?.to ?? batch.after;
     return { seq: this.seq, connections: this.connections, behind: 0, members: batch.full ? this.members : [], full: batch.full, delta: null };
   }
 
-  snapshot(): LeafSnapshot {
+  snapshot(): FollowerSnapshot {
     return {
       index: this.index,
       connections: this.connections,
@@ -91,8 +91,8 @@ class Leaf {
   }
 }
 
-/** The room's root, as Leaves sees it, with its leaves. */
-class Root implements LeavesHost {
+/** The room's root, as Followers sees it, with its leaves. */
+class Root implements FollowersHost {
   readonly leaves = new Map<number, Leaf>();
   readonly history: Message[] = [];
   /** Where each read of its history started. */
@@ -102,7 +102,7 @@ class Root implements LeavesHost {
   readonly directories: number[][] = [];
   readonly dropped: number[] = [];
   readonly sharded: boolean[] = [];
-  readonly reportedMembers: Array<{ index: number; members: readonly LeafMember[]; full: boolean }> = [];
+  readonly reportedMembers: Array<{ index: number; members: readonly FollowerMember[]; full: boolean }> = [];
   readonly reportedCounters: RoomCounterValues[] = [];
   connectionChanges = 0;
 
@@ -175,7 +175,7 @@ class Root implements LeavesHost {
     this.connectionChanges += 1;
   }
 
-  membersReported(index: number, members: readonly LeafMember[], full: boolean): void {
+  membersReported(index: number, members: readonly FollowerMember[], full: boolean): void {
     this.reportedMembers.push({ index, members, full });
   }
 
@@ -192,12 +192,12 @@ class Root implements LeavesHost {
   }
 }
 
-const OPTIONS: LeavesOptions = { shardSockets: 100, maxLeaves: 2, maxSocketsPerObject: 1000, countIntervalMs: 50, retireAfterMs: 50 };
+const OPTIONS: FollowersOptions = { shardSockets: 100, maxLeaves: 2, maxSocketsPerObject: 1000, countIntervalMs: 50, retireAfterMs: 50 };
 
-function leavesOf(options: Partial<LeavesOptions> = {}, directory: string | null = null, seq = 0): { root: Root; leaves: Leaves } {
+function leavesOf(options: Partial<FollowersOptions> = {}, directory: string | null = null, seq = 0): { root: Root; leaves: Followers } {
   const root = new Root();
   root.publish(seq);
-  return { root, leaves: new Leaves({ ...OPTIONS, ...options }, root, directory, seq) };
+  return { root, leaves: new Followers({ ...OPTIONS, ...options }, root, directory, seq) };
 }
 
 /** The grants of a placement answer, or null when the root takes the socket itself. */
@@ -211,7 +211,7 @@ async function grants(answer: Promise<Response | null>): Promise<Placement["leav
 }
 
 /** Leaf `index` of `root` holds `connections` sockets now and reports it outside a push (its later answers say the same). */
-function report(root: Root, leaves: Leaves, index: number, connections: number, fields: Partial<LeafReport> = {}): number {
+function report(root: Root, leaves: Followers, index: number, connections: number, fields: Partial<FollowerReport> = {}): number {
   root.leaf(index).connections = connections;
   return leaves.report(index, { seq: 0, connections, behind: 0, members: [], full: false, delta: null, ...fields });
 }
@@ -363,7 +363,7 @@ describe("pushes and reports", () => {
   it("passes a report's members and counters on to the root, and tells it when the leaves' sockets changed", () => {
     const { root, leaves } = leavesOf({}, JSON.stringify([0]));
     root.memberCount = 4;
-    const member: LeafMember = { id: "ann", present: true, connections: 1, verified: true };
+    const member: FollowerMember = { id: "ann", present: true, connections: 1, verified: true };
     const delta = { ...zeroCounters(), delivered: 5 };
     expect(report(root, leaves, 0, 1, { members: [member], delta })).toBe(4);
     expect(root.reportedMembers).toEqual([{ index: 0, members: [member], full: false }]);
