@@ -1,7 +1,7 @@
 import { logEvent } from "../../common/log";
 import { SocketObject } from "../engine/socket-object";
 import type { SocketEngine } from "../engine/socket-engine";
-import type { FollowerBatch, FollowerReport, FollowerSnapshot, FollowStart } from "./contracts";
+import type { FollowerBatch, FollowerReport, FollowerRpc, FollowerSnapshot, FollowStart } from "./contracts";
 
 /**
  * What an object that follows rooms wires behind its face: a leaf (one room)
@@ -36,7 +36,7 @@ export async function endNameless(ctx: DurableObjectState, what: string): Promis
  * its core. A call to an instance that does not know its name ends it, and the
  * caller's retry starts it afresh, named; handlers never throw into the runtime.
  */
-export abstract class FollowerObject<Core extends FollowerCore> extends SocketObject<Record<string, unknown>> {
+export abstract class FollowerObject<Core extends FollowerCore> extends SocketObject<Record<string, unknown>> implements FollowerRpc {
   protected readonly core: Core;
   /** What the object is called in its answers and logs ("room's leaf", "hub"). */
   readonly #what: string;

@@ -1,15 +1,14 @@
 import { logEvent } from "../../common/log";
 import type { RoomCounters } from "../engine/counters";
 import type { LocalMember } from "../engine/presence";
-import type { Room } from "../room/room";
-import type { FollowerMember, FollowerReport } from "./contracts";
+import type { FollowerMember, FollowerReport, RootRpc } from "./contracts";
 
 /** Reports outside pushes go out this long after a change, so a burst of connects is one report. */
 const REPORT_DELAY_MS = 200;
 
 /** What a leaf's reports are made of, and where they go. */
 export interface ReportSource {
-  root(): DurableObjectStub<Room>;
+  root(): RootRpc;
   readonly index: number;
   /** Where the leaf's sockets are level, how many it holds, how many are behind. */
   seq(): number;
@@ -86,7 +85,7 @@ export class FollowerReports {
       this.#timer = null;
       this.#reporting = true;
       const report = this.take(false);
-      (this.#source.root().followerReport(this.#source.index, report) as Promise<number>)
+      this.#source.root().followerReport(this.#source.index, report)
         .then(
           (members) => this.#source.roomMembers(members),
           (error: unknown) => {

@@ -7,9 +7,8 @@ import type { Message } from "../engine/message";
 import type { PresenceHooks, SocketEngine } from "../engine/socket-engine";
 import type { Stream } from "../engine/stream";
 import type { StreamShape } from "../engine/stream-shape";
-import type { Room } from "../room/room";
 import { MessageRing } from "./ring";
-import type { FollowerBatch, FollowerHistory, FollowStart, LostRange } from "./contracts";
+import type { FollowerBatch, FollowStart, LostRange, RootRpc } from "./contracts";
 
 /** Bytes a follower keeps in its ring, the live part and a backfill together. */
 export const RING_MAX_BYTES = 8 * 1024 * 1024;
@@ -21,7 +20,7 @@ const FETCH_RETRY_MS = 500;
 /** What following a room needs of the object that does it. */
 export interface FollowerHost {
   /** The room's root object. */
-  root(room: string): DurableObjectStub<Room>;
+  root(room: string): RootRpc;
   /** This object's index among the room's followers (a leaf's index, or a hub's number past HUB_FOLLOWER_BASE). */
   readonly index: number;
   /** Asks the root where the room stands (a leaf's sync, a hub's follow, which the root may refuse: it throws then). */
@@ -158,7 +157,7 @@ export class RoomFollower {
     let messages = pushed.filter((m) => m.seq > this.ring.seq).map(this.#shape);
     const first = messages[0];
     if (first !== undefined && first.seq > this.ring.seq + 1) {
-      const got = (await this.#host.root(this.#room).followerHistory(this.ring.seq + 1, FETCH_BYTES)) as FollowerHistory;
+      const got = await this.#host.root(this.#room).followerHistory(this.ring.seq + 1, FETCH_BYTES);
       if (got.epoch === this.#epoch) await this.#apply(got.lost, got.messages.filter((m) => m.seq < first.seq), now);
       messages = messages.filter((m) => m.seq > this.ring.seq);
       // Still a gap: the report says where the follower is, and the root catches it up from history.
@@ -205,7 +204,7 @@ export class RoomFollower {
         const want = this.#fetchFrom;
         this.#fetchFrom = Number.POSITIVE_INFINITY;
         if (this.ring.covers(want)) continue;
-        const got = (await this.#host.root(this.#room).followerHistory(want, FETCH_BYTES)) as FollowerHistory;
+        const got = await this.#host.root(this.#room).followerHistory(want, FETCH_BYTES);
         if (got.epoch !== epoch || got.epoch !== this.#epoch) return false;
         this.ring.backfill(got.messages.map(this.#shape), got.lost);
         progressed = this.ring.covers(want);

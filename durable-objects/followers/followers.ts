@@ -1,13 +1,12 @@
 import type { RoomCounterValues } from "../../protocol";
 import { zeroCounters } from "../../common/counters";
-import { leafName, PLACEMENT_HEADER, type Placement } from "../../common/edge-requests";
-import { followerAt, hubName, isLeaf, type FollowerKind } from "../../common/followers";
+import { PLACEMENT_HEADER, type Placement } from "../../common/edge-requests";
+import { followerAt, isLeaf, type FollowerKind } from "../../common/followers";
 import { logEvent } from "../../common/log";
 import type { Message } from "../engine/message";
 import type { Roster } from "../engine/presence";
 import type { MessageSource } from "../engine/stream";
-import type { RoomLeaf } from "../leaf/leaf";
-import type { FollowerHistory, FollowerMember, FollowerReport, FollowerSnapshot, FollowStart, LostRange } from "./contracts";
+import type { FollowerHistory, FollowerMember, FollowerReport, FollowerRpc, FollowerSnapshot, FollowStart, LeafRpc, LostRange } from "./contracts";
 import { FollowerLink, type FollowerStub, type LinkHost } from "./follower-link";
 
 export interface FollowersOptions {
@@ -26,9 +25,10 @@ export interface FollowersOptions {
 /** What the leaves need from the root. */
 export interface FollowersHost {
   roomName(): string;
-  /** The LEAVES binding and the bindings of each kind of hub (any may be absent). */
-  namespace(): DurableObjectNamespace<RoomLeaf> | null;
-  hubs(kind: Exclude<FollowerKind, "leaf">): DurableObjectNamespace | null;
+  /** Leaf `index` of the room, or null when the worker binds no LEAVES. */
+  leafStub(index: number): LeafRpc | null;
+  /** Hub `n` of a kind, or null when the worker binds no hubs of that kind. */
+  hubStub(kind: Exclude<FollowerKind, "leaf">, n: number): FollowerRpc | null;
   /** The room's epoch (handed to clients through the leaves, so it is stored from now on). */
   epoch(): string;
   latest(): number;
@@ -53,9 +53,6 @@ export interface FollowersHost {
 export interface FollowersSnapshot {
   leaves: (FollowerSnapshot & { reachable: boolean })[];
 }
-
-/** What only leaves do (a hub holds sockets of other rooms too). */
-type LeafOnly = Pick<DurableObjectStub<RoomLeaf>, "shutdown" | "abort">;
 
 /** How long the edge may use a placement's grants. */
 export const PLACEMENT_TTL_MS = 2000;
@@ -245,10 +242,10 @@ export class Followers {
       links.map(async (link): Promise<FollowerSnapshot & { reachable: boolean }> => {
         let timer: ReturnType<typeof setTimeout> | null = null;
         try {
-          const snap = (await Promise.race([
+          const snap = await Promise.race([
             link.stub.snapshot(this.#host.roomName()),
             new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error("timed out")), SNAPSHOT_TIMEOUT_MS))),
-          ])) as FollowerSnapshot;
+          ]);
           return { ...snap, reachable: true };
         } catch {
           return {
@@ -277,9 +274,9 @@ export class Followers {
   /** Closes every socket of every leaf (a restart of the service); returns how many. Hubs hold other rooms too: they close their own. */
   async shutdown(code: number, reason: string): Promise<number> {
     const leaves = [...this.#links.values()].filter((link) => isLeaf(link.index));
-    const results = await Promise.allSettled(leaves.map((link) => (link.stub as unknown as LeafOnly).shutdown(code, reason)));
+    const results = await Promise.allSettled(leaves.map((link) => this.#leaf(link.index).shutdown(code, reason)));
     let closed = 0;
-    for (const result of results) if (result.status === "fulfilled") closed += result.value as number;
+    for (const result of results) if (result.status === "fulfilled") closed += result.value;
     return closed;
   }
 
@@ -288,7 +285,7 @@ export class Followers {
     const link = this.#links.get(index);
     if (!link || !isLeaf(index)) return false;
     try {
-      await (link.stub as unknown as LeafOnly).abort();
+      await this.#leaf(index).abort();
     } catch {
       // The abort breaks the call itself.
     }
@@ -299,14 +296,16 @@ export class Followers {
 
   #stub(index: number): FollowerStub {
     const follower = followerAt(index);
-    if (follower.kind !== "leaf") {
-      const hubs = this.#host.hubs(follower.kind);
-      if (!hubs) throw new Error(`no namespace for ${follower.kind} hubs`);
-      return hubs.get(hubs.idFromName(hubName(follower.kind, follower.n))) as unknown as FollowerStub;
-    }
-    const namespace = this.#host.namespace();
-    if (!namespace) throw new Error("no LEAVES binding");
-    return namespace.get(namespace.idFromName(leafName(this.#host.roomName(), index))) as unknown as FollowerStub;
+    if (follower.kind === "leaf") return this.#leaf(index);
+    const hub = this.#host.hubStub(follower.kind, follower.n);
+    if (!hub) throw new Error(`no namespace for ${follower.kind} hubs`);
+    return hub;
+  }
+
+  #leaf(index: number): LeafRpc {
+    const leaf = this.#host.leafStub(index);
+    if (!leaf) throw new Error("no LEAVES binding");
+    return leaf;
   }
 
   /** Followers the room has (followers that hold its own sockets, not hubs). */
@@ -449,7 +448,7 @@ export class Followers {
       let retired = false;
       try {
         // The leaf refuses when a socket arrived since its last report.
-        retired = (await link.stub.retire(this.#host.roomName())) as boolean;
+        retired = await link.stub.retire(this.#host.roomName());
       } catch {
         waiting = true;
         continue;

@@ -7,8 +7,7 @@ import type { SocketEngine } from "../engine/socket-engine";
 import type { SocketState } from "../engine/socket-state";
 import type { StreamShape } from "../engine/stream-shape";
 import type { FollowerHost } from "../followers/follower";
-import type { FollowerBatch, FollowerReport, FollowerSnapshot, FollowStart } from "../followers/contracts";
-import type { Room } from "../room/room";
+import { rootOf, type FollowerBatch, type FollowerReport, type FollowerSnapshot, type FollowStart, type RootRpc } from "../followers/contracts";
 import type { HubOccupancy } from "./hub-registration";
 import { HubRoom } from "./hub-room";
 
@@ -202,13 +201,12 @@ export class FollowedRooms implements FollowerHost {
   // The followers' host
   // -------------------------------------------------------------------------
 
-  root(room: string): DurableObjectStub<Room> {
-    const namespace = this.#env.ROOMS as DurableObjectNamespace<Room>;
-    return namespace.get(namespace.idFromName(room));
+  root(room: string): RootRpc {
+    return rootOf(this.#env, room);
   }
 
   async sync(room: string): Promise<FollowStart> {
-    const answer = (await this.root(room).follow(this.index)) as { start: FollowStart } | { refused: string };
+    const answer = await this.root(room).follow(this.index);
     if ("refused" in answer) throw new FollowRefused(answer.refused);
     return answer.start;
   }

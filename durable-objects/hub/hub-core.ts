@@ -60,7 +60,7 @@ export class HubCore extends HubBase implements MultiplexFrames {
   /** A connection publishes into a room: the room's root runs beforePublish, if its class has one, and may refuse. */
   async publishFrom(cursor: Cursor, dataJson: string, retry?: RetryKey): Promise<PublishOutcome> {
     // The root hashes the data itself (it arrives as the connection sent it) and looks the key up.
-    return (await this.rooms.root(cursor.stream.room).publish(dataJson, retry ? { source: "multiplexed", retryKey: retry.key } : { source: "multiplexed" })) as PublishOutcome;
+    return this.rooms.root(cursor.stream.room).publish(dataJson, retry ? { source: "multiplexed", retryKey: retry.key } : { source: "multiplexed" });
   }
 
   // -------------------------------------------------------------------------

@@ -1,10 +1,9 @@
-import type { FollowerReport, FollowerSnapshot } from "../followers/contracts";
+import type { FollowerReport, FollowerSnapshot, RootRpc } from "../followers/contracts";
 import { RoomFollower, type FollowerHost } from "../followers/follower";
 import { FollowerReports, type ReportSource } from "../followers/follower-reports";
 import { MEMORY_ONLY, RoomCounters } from "../engine/counters";
 import type { StreamShape } from "../engine/stream-shape";
 import type { SocketEngine } from "../engine/socket-engine";
-import type { Room } from "../room/room";
 
 /** What one followed room needs of the hub. */
 export interface HubRoomHost extends FollowerHost {
@@ -97,7 +96,7 @@ export class HubRoom implements ReportSource {
 
   // The reports' source ---------------------------------------------------
 
-  root(): DurableObjectStub<Room> {
+  root(): RootRpc {
     return this.#host.root(this.room);
   }
 

@@ -11,11 +11,10 @@ import type { PublishOutcome, RetryKey } from "../engine/publish-outcome";
 import { SocketEngine, type EngineHost } from "../engine/socket-engine";
 import type { SocketState } from "../engine/socket-state";
 import { ROOM_SHAPE } from "../engine/stream-shape";
-import type { Room } from "../room/room";
 import { RoomFollower, type FollowerHost } from "../followers/follower";
 import { endNameless, type FollowerCore } from "../followers/follower-object";
 import { FollowerReports, type ReportSource } from "../followers/follower-reports";
-import type { FollowerBatch, FollowerReport, FollowerSnapshot, FollowStart } from "../followers/contracts";
+import { rootOf, type FollowerBatch, type FollowerReport, type FollowerSnapshot, type FollowStart, type RootRpc } from "../followers/contracts";
 
 /** A leaf socket's attachment: the room's, plus where the leaf stood when it was written. */
 interface LeafAttachment extends SocketAttachment {
@@ -183,7 +182,7 @@ export class LeafCore implements EngineHost, FollowerHost, ReportSource, Followe
   /** A socket here publishes: the root runs beforePublish, if its class has one, and may refuse. */
   async publishFrom(_cursor: Cursor, dataJson: string, retry?: RetryKey): Promise<PublishOutcome> {
     // The root hashes the data itself (it arrives as the socket sent it) and looks the key up.
-    return (await this.root().publish(dataJson, retry ? { source: "leaf", retryKey: retry.key } : { source: "leaf" })) as PublishOutcome;
+    return this.root().publish(dataJson, retry ? { source: "leaf", retryKey: retry.key } : { source: "leaf" });
   }
 
   occupancyChanged(): void {}
@@ -216,13 +215,12 @@ export class LeafCore implements EngineHost, FollowerHost, ReportSource, Followe
   // The follower's host and the reports' source
   // -------------------------------------------------------------------------
 
-  root(): DurableObjectStub<Room> {
-    const namespace = this.#env.ROOMS as DurableObjectNamespace<Room>;
-    return namespace.get(namespace.idFromName(this.room));
+  root(): RootRpc {
+    return rootOf(this.#env, this.room);
   }
 
   async sync(): Promise<FollowStart> {
-    return (await this.root().followerSync(this.index)) as FollowStart;
+    return this.root().followerSync(this.index);
   }
 
   /** Writes where the leaf stands into the holder socket's attachment (one write per push, however many sockets). */

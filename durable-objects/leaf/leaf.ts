@@ -1,3 +1,4 @@
+import type { LeafRpc } from "../followers/contracts";
 import { FollowerObject } from "../followers/follower-object";
 import { LeafCore } from "./leaf-core";
 
@@ -18,7 +19,7 @@ import { LeafCore } from "./leaf-core";
  *
  * @see docs/sharded-rooms.md
  */
-export class RoomLeaf extends FollowerObject<LeafCore> {
+export class RoomLeaf extends FollowerObject<LeafCore> implements LeafRpc {
   constructor(ctx: DurableObjectState, env: Record<string, unknown>) {
     super(ctx, env, new LeafCore(ctx, env), "room's leaf");
   }

@@ -1,93 +1,77 @@
-import { resumePointOf, type PresencePage, type RoomCounterValues, type RoomStats, type RootRequests } from "../../protocol";
-import { LEAF_FULL_HEADER } from "../../common/edge-requests";
-import { followerAt, type FollowerKind } from "../../common/followers";
-import { isCacheChannelRoom, isPrivatePusherRoom } from "../../protocol/pusher";
-import { logEvent } from "../../common/log";
-import { accessSettings, historyRules, readLimits, type Limits } from "../../common/settings";
-import { retentionFor, type Retention } from "../../common/retention";
-import { utf8Length } from "../../common/utf8";
+import { resumePointOf, type PresencePage, type RoomStats, type RootRequests } from "../../protocol";
 import { bodyHash } from "../../common/body-hash";
+import { LEAF_FULL_HEADER } from "../../common/edge-requests";
+import { logEvent } from "../../common/log";
+import { retentionFor, type Retention } from "../../common/retention";
+import { accessSettings, historyRules, readLimits, type Limits } from "../../common/settings";
+import { utf8Length } from "../../common/utf8";
+import { isCacheChannelRoom, isPrivatePusherRoom } from "../../protocol/pusher";
 import { registrationFor, type RoomRegistration } from "../coordinator/registration";
 import { attachmentFromEdge } from "../engine/attachment";
-import { RoomCounters, type StoredCounters } from "../engine/counters";
+import type { RoomCounters } from "../engine/counters";
 import type { Cursor } from "../engine/cursor";
 import type { LeaveCause } from "../engine/delivery";
-import type { Message } from "../engine/message";
-import type { Roster } from "../engine/presence";
-import type { PublishOutcome, PublishResult, RetryKey } from "../engine/publish-outcome";
 import type { PublishOrigin } from "../engine/frame-hooks";
+import type { Message } from "../engine/message";
+import type { PublishOutcome, PublishResult, RetryKey } from "../engine/publish-outcome";
 import { SocketEngine, type EngineHost } from "../engine/socket-engine";
 import type { SocketState } from "../engine/socket-state";
 import type { Stream } from "../engine/stream";
-import type { RoomLeaf } from "../leaf/leaf";
-import type { FollowerHistory, FollowerMember, FollowerReport, FollowStart, LostRange } from "../followers/contracts";
-import { deepFreeze } from "./hooks/connection-data";
-import { History } from "./storage/history";
-import { historyPage, type PageAnswer, type PageQuery } from "./storage/history-pages";
+import { answerHoldOf, type AnswerHold } from "./fault-hold";
 import { admit } from "./hooks/admission";
+import { deepFreeze } from "./hooks/connection-data";
 import { HookRunner, type RoomHookSet } from "./hooks/hook-runner";
 import type { Connection, JsonObject } from "./hooks/hooks";
-import { IdempotencyKeys } from "./storage/idempotency-keys";
-import { answerHoldOf, type AnswerHold } from "./fault-hold";
-import { keyedPublish, PublishKeys, type KeyedPublish } from "./storage/publish-keys";
-import { historyMessages, Followers, type FollowersHost } from "../followers/followers";
-import { MetaStore } from "./storage/meta-store";
 import { Publishing, type FlushListener, type PublishOptions } from "./publishing";
+import { RoomFollowers, type RootEvents } from "./room-followers";
 import { RoomMembers } from "./room-members";
 import { roomStats } from "./room-stats";
+import { historyPage, type PageAnswer, type PageQuery } from "./storage/history-pages";
+import { MetaStore } from "./storage/meta-store";
+import { keyedPublish, type KeyedPublish } from "./storage/publish-keys";
+import { RoomStorage, storedRoomName } from "./storage/room-storage";
 import { StorageReclaim, type ReclaimHost } from "./storage/storage-reclaim";
-import { Webhooks } from "./webhooks/webhooks";
 import { webhookTarget } from "./webhooks/webhook-target";
+import { Webhooks, type WebhooksHost } from "./webhooks/webhooks";
 
-/** Largest answer to one leaf's history request. */
-const LEAF_HISTORY_MAX_BYTES = 4 * 1024 * 1024;
-const COUNTERS_KEY = "counters";
-const LEAVES_KEY = "leaves";
-const NAME_KEY = "name";
+const NO_WEBHOOKS = null;
 
 /**
- * A room's parts and the one object they all talk to. The room's storage
- * (MetaStore, History, IdempotencyKeys), its counters, the socket engine with
- * the room's one stream, the publish path, the hooks, the leaves of a sharded
- * room and the room's registration all hang here; each part reaches the
- * others through this object's methods (it is the engine's host, the flush's
- * listener, the leaves' host and the reclaim's host), never through closures
- * captured while the room was being built.
+ * A room's parts, wired: its storage (RoomStorage: meta, history, keys,
+ * counters), the socket engine with the room's one stream, the publish path,
+ * the hooks, the followers that hold the rest of its sockets (RoomFollowers)
+ * and the room's registration. The room's face (room.ts) calls the part it
+ * needs; this object answers what takes several parts: upgrades, publishes,
+ * reads, and the engine's, the flush's and the reclaim's questions.
  */
-export class RoomCore<Data extends object = JsonObject> implements EngineHost, FlushListener, FollowersHost, ReclaimHost {
+export class RoomCore<Data extends object = JsonObject> implements EngineHost, FlushListener, ReclaimHost, RootEvents {
   readonly #ctx: DurableObjectState;
   readonly #env: Record<string, unknown>;
   readonly limits: Limits;
   readonly #room: string;
   /** This room's history bounds, from its name (HISTORY_RULES, else the HISTORY_MAX_* vars). */
   readonly retention: Retention;
-  readonly #meta: MetaStore;
-  readonly #history: History;
-  readonly #keys: IdempotencyKeys;
-  readonly #publishKeys: PublishKeys;
+  readonly storage: RoomStorage;
   readonly counters: RoomCounters;
   /** Null except in the local server's fault tests (fault-hold.ts). */
   readonly #answerHold: AnswerHold | null;
   readonly #registration: RoomRegistration;
   readonly engine: SocketEngine;
   readonly #stream: Stream;
-  readonly #runner: HookRunner<Data>;
+  readonly hooks: HookRunner<Data>;
   readonly #publishing: Publishing;
   readonly #members: RoomMembers;
-  readonly #leaves: Followers;
+  /** The objects that follow the room (leaves, hubs), and their calls on it. */
+  readonly followers: RoomFollowers;
   readonly #reclaim: StorageReclaim;
   /** The room's webhooks; null when the room has no webhook target (nothing is recorded: webhook-target.ts). */
-  readonly #webhooks: Webhooks | null;
+  readonly webhooks: Webhooks | null;
   readonly #instanceStartedAt = Date.now();
-  /** Whether the room is a Pusher cache channel's: its last message goes to the hubs that start following it. */
-  readonly #cacheChannel: boolean;
   /** Whether the room is a channel's that Pusher keeps private: open mode never opens it. */
   readonly #privatePusherRoom: boolean;
   /** Whether this instance has told the directory that the room holds storage. */
   #listed = false;
-  /** Whether a roster update for the room's own sockets is queued. */
-  #rosterQueued = false;
-  /** Whether the room (its own sockets and its leaves') was last reported as having sockets. */
+  /** Whether the room (its own sockets and its followers') was last reported as having sockets. */
   #occupied = false;
   /** Requests this instance received, by kind: what a sharded room's root is asked (GET /rooms/{room}). */
   readonly requests: RootRequests = { upgrades: 0, placements: 0, publishes: 0, leafSyncs: 0, leafReports: 0, leafFetches: 0, reads: 0 };
@@ -97,95 +81,59 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     this.#env = env;
     const limits = readLimits(env);
     this.limits = limits;
-    const sql = ctx.storage.sql;
-    this.#meta = new MetaStore(sql);
+    const meta = new MetaStore(ctx.storage.sql);
     // Every room is addressed by its name, and the runtime gives a named object its name, except
     // one that its alarm starts after a restart (workerd 2026-04-26): that one has the name the
     // room stored with its first write.
-    this.#room = ctx.id.name ?? this.#meta.get(NAME_KEY) ?? "";
+    this.#room = ctx.id.name ?? storedRoomName(meta) ?? "";
     if (this.#room === "") logEvent("error", { where: "room", problem: "the object has no name: rooms must be addressed with idFromName" });
     this.retention = retentionFor(this.#room, historyRules(env), limits);
-    this.#cacheChannel = isCacheChannelRoom(this.#room);
     this.#privatePusherRoom = isPrivatePusherRoom(this.#room);
-    const maxAgeMs = this.retention.maxAgeSeconds * 1000;
-    this.#history = new History(ctx.storage, this.#meta, { maxMessages: this.retention.maxMessages, maxAgeMs });
-    this.#keys = new IdempotencyKeys(sql, maxAgeMs);
-    const meta = this.#meta;
-    this.counters = new RoomCounters({
-      load: () => {
-        const stored = meta.get(COUNTERS_KEY);
-        return stored ? (JSON.parse(stored) as StoredCounters) : null;
-      },
-      save: (stored) => meta.set(COUNTERS_KEY, JSON.stringify(stored)),
-    });
-    this.#publishKeys = new PublishKeys(this.#history, limits.PUBLISH_DEDUPE_SECONDS * 1000, (rows) => this.counters.rowsRead(rows));
+    this.storage = new RoomStorage(ctx.storage, meta, this.retention, limits);
+    const { history, counters } = this.storage;
+    this.counters = counters;
     this.#answerHold = answerHoldOf(env, ctx.storage);
-    this.#registration = registrationFor(env, ctx, this.counters);
-    this.engine = new SocketEngine(ctx, limits, this.counters, this);
+    this.#registration = registrationFor(env, ctx, counters);
+    this.engine = new SocketEngine(ctx, limits, counters, this);
     const delivery = this.engine.delivery;
-    this.#runner = new HookRunner<Data>(
+    this.hooks = new HookRunner<Data>(
       hookSet,
       { delivery, roomName: () => this.#room, maxEventBytes: limits.MAX_MESSAGE_BYTES },
-      { maxMessageBytes: limits.MAX_MESSAGE_BYTES, count: (reason) => this.counters.refused(reason) },
+      { maxMessageBytes: limits.MAX_MESSAGE_BYTES, count: (reason) => counters.refused(reason) },
     );
-    this.#stream = this.engine.openStream(this.#room, this.#history, {
-      // The room's own members join its roster, which its sockets see once it spans several objects.
-      memberChanged: (id, view) => this.#members.setLocal(id, view),
+    // The room's own members join its roster, which its sockets see once it spans several objects.
+    this.#stream = this.engine.openStream(this.#room, history, { memberChanged: (id, view) => this.#members.setLocal(id, view) });
+    this.#members = new RoomMembers(() => this.followers.rosterChanged(), {
+      joined: (id, info, verified) => this.webhooks?.memberJoined(id, info, verified),
+      left: (id) => this.webhooks?.memberLeft(id),
     });
-    this.#members = new RoomMembers(() => this.#membersChanged(), {
-      joined: (id, info, verified) => this.#webhooks?.memberJoined(id, info, verified),
-      left: (id) => this.#webhooks?.memberLeft(id),
-    });
-    this.#leaves = new Followers(
-      {
-        // Connection hooks run where the sockets are, in this object: a room that has them keeps
-        // every socket here (up to MAX_SOCKETS_PER_ROOM) rather than on leaves (docs/hooks.md).
-        // So does a room of a worker that binds no LEAVES namespace.
-        shardSockets: hookSet.onConnect || hookSet.onClientFrame || hookSet.onClose || !isNamespace(env.LEAVES) ? 0 : limits.ROOM_SHARD_SOCKETS,
-        maxLeaves: limits.ROOM_MAX_LEAVES,
-        maxSocketsPerObject: limits.MAX_SOCKETS_PER_ROOM,
-        countIntervalMs: limits.PRESENCE_COUNT_INTERVAL_MS,
-        retireAfterMs: limits.ROOM_LEAF_RETIRE_MS,
-      },
-      this,
-      this.#meta.get(LEAVES_KEY),
-      this.#history.seq,
-    );
-    this.#publishing = new Publishing({ history: this.#history, keys: this.#keys, publishKeys: this.#publishKeys }, delivery, this.#stream, this.counters, limits, this);
-    this.#reclaim = new StorageReclaim(this, maxAgeMs);
+    const parts = { room: this.#room, env, limits, meta, history, engine: this.engine, stream: this.#stream, members: this.#members, counters, requests: this.requests };
+    // Connection hooks run where the sockets are: a room that has them holds every socket itself (docs/hooks.md).
+    const holdsOwnSockets = !!(hookSet.onConnect || hookSet.onClientFrame || hookSet.onClose);
+    this.followers = new RoomFollowers(parts, this, { holdsOwnSockets, cacheChannel: isCacheChannelRoom(this.#room) });
+    this.#publishing = new Publishing(this.storage, delivery, this.#stream, counters, limits, this);
+    this.#reclaim = new StorageReclaim(this, this.storage, this.retention.maxAgeSeconds * 1000);
     // Before the sockets are restored: the webhooks read what the receiver was told, and the restored members confirm it.
     const target = webhookTarget(this.#room, env);
-    this.#webhooks = target
-      ? new Webhooks(ctx.storage, { target, limits, sharded: this.#leaves.size > 0 }, this.counters, {
-          roomName: () => this.#room,
-          // Asked inside a flush, whose transaction stores the epoch with its first message.
-          epoch: () => this.#history.epoch,
-          memberCount: () => this.#members.count,
-          wantAlarm: () => this.#background(this.engine.sweeper.ensureAlarm()),
-        })
-      : null;
+    this.webhooks = target ? new Webhooks(ctx.storage, { target, limits, sharded: this.followers.set.size > 0 }, counters, this.#webhooksHost()) : NO_WEBHOOKS;
     // A room only hibernates once every cursor was level, so its sockets rejoin level.
     this.engine.restore((attachment) => {
       if (attachment.data) deepFreeze(attachment.data);
       return [{ stream: this.#stream, seq: this.#stream.flushedSeq }];
     });
     // Followers found in the directory: each is asked for its sockets and members.
-    this.#leaves.wake();
+    this.followers.set.wake();
     // Members or the room recorded and not here after the restore (a restart), events waiting: the alarm ends the wait.
-    if ((this.#webhooks?.alarmWanted(Date.now()) ?? null) !== null) this.#background(this.engine.sweeper.ensureAlarm());
+    if ((this.webhooks?.alarmWanted(Date.now()) ?? null) !== null) this.#background(this.engine.sweeper.ensureAlarm());
   }
 
   get room(): string {
     return this.#room;
   }
 
-  get hooks(): HookRunner<Data> {
-    return this.#runner;
-  }
-
   /** Every socket of the room on this object, as hook connections. */
   *connections(): IterableIterator<Connection<Data>> {
-    for (const socket of this.engine.delivery.sockets()) yield this.#runner.connection(socket);
+    for (const socket of this.engine.delivery.sockets()) yield this.hooks.connection(socket);
   }
 
   // -------------------------------------------------------------------------
@@ -194,9 +142,9 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
 
   /** A WebSocket upgrade the edge forwarded (already validated there): a socket here, a placement on the leaves, or a refusal. */
   async upgrade(request: Request): Promise<Response> {
-    await this.#list();
+    await this.list();
     // Past ROOM_SHARD_SOCKETS of its own, the room hands the edge a placement on its leaves.
-    const placement = await this.#leaves.place(this.engine.size, request.headers.get(LEAF_FULL_HEADER));
+    const placement = await this.followers.set.place(this.engine.size, request.headers.get(LEAF_FULL_HEADER));
     if (placement) {
       this.requests.placements += 1;
       return placement;
@@ -204,15 +152,15 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     this.requests.upgrades += 1;
     if (this.engine.size >= this.limits.MAX_SOCKETS_PER_ROOM) return this.#roomFull();
     const attachment = attachmentFromEdge(request.headers, Date.now());
-    if (this.#runner.admitsSockets) {
-      const refused = await admit(this.#runner, this.#room, request, attachment);
+    if (this.hooks.admitsSockets) {
+      const refused = await admit(this.hooks, this.#room, request, attachment);
       if (refused) return refused;
       if (this.engine.size >= this.limits.MAX_SOCKETS_PER_ROOM) return this.#roomFull();
     }
     return this.engine.accept(this.#stream, {
       attachment,
       resume: resumePointOf(new URL(request.url).searchParams),
-      epoch: this.#history.issueEpoch(),
+      epoch: this.storage.history.issueEpoch(),
     });
   }
 
@@ -224,7 +172,7 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
       this.counters.refused("forbidden");
       return { refused: { error: "forbidden", message: "a private Pusher channel's room takes broadcasts only where a publish key guards them" } };
     }
-    await this.#list();
+    await this.list();
     // A key names the data as it arrived, before any hook: a socket's on a leaf is in the sockets' space.
     const retry =
       options.retryKey === undefined || options.source === "broadcast"
@@ -236,7 +184,7 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   }
 
   async #checkedPublish(dataJson: string, options: PublishOptions, retry: KeyedPublish | undefined): Promise<PublishOutcome> {
-    if (!this.#runner.checksPublishes) return this.#publishing.publish(dataJson, options, retry);
+    if (!this.hooks.checksPublishes) return this.#publishing.publish(dataJson, options, retry);
     // A retried key is answered without asking the hook again.
     const key = options.idempotencyKey;
     const seen = key === undefined ? null : this.#publishing.duplicateOf(key);
@@ -245,7 +193,7 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     if (prior) return prior;
     const source = options.source ?? "http";
     const origin: PublishOrigin = source === "pusher" ? { kind: "pusher", event: options.fields?.event ?? "message" } : { kind: source };
-    const checked = await this.#runner.checkPublish(dataJson, undefined, origin);
+    const checked = await this.hooks.checkPublish(dataJson, undefined, origin);
     if (!checked.ok) return { refused: checked.refusal };
     return this.#publishing.publish(checked.dataJson, options, retry);
   }
@@ -256,59 +204,8 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     if (dataJson === undefined) throw new TypeError("a message must be a JSON value");
     const bytes = utf8Length(dataJson);
     if (bytes > this.limits.MAX_MESSAGE_BYTES) throw new RangeError(`message is ${bytes} bytes as JSON, over ${this.limits.MAX_MESSAGE_BYTES}`);
-    await this.#list();
+    await this.list();
     return this.#publishing.publish(dataJson);
-  }
-
-  // -------------------------------------------------------------------------
-  // Followers (RPC from the room's leaf objects; docs/sharded-rooms.md)
-  // -------------------------------------------------------------------------
-
-  followerSync(index: number): FollowStart {
-    this.requests.leafSyncs += 1;
-    return this.#leaves.sync(index);
-  }
-
-  /**
-   * A hub of multiplexed connections follows the room for its subscribers
-   * (docs/multiplexing.md). A room whose class has connection hooks keeps its
-   * sockets in its own object, where the hooks run: it refuses.
-   */
-  async follow(index: number): Promise<{ start: FollowStart } | { refused: string }> {
-    if (this.#runner.admitsSockets || this.#runner.handlesClientFrames || this.#runner.watchesCloses) {
-      return { refused: "this room admits its sockets with hooks of its own: open /rooms/{room}/ws for it" };
-    }
-    const kind = followerAt(index).kind;
-    if (kind === "leaf" || !this.hubs(kind)) return { refused: `the service binds no namespace for ${kind} hubs` };
-    this.requests.leafSyncs += 1;
-    // Following writes the room's directory of followers: its name is stored first, so that an
-    // instance its alarm starts after a restart knows which room it is.
-    await this.#list();
-    const start = this.#leaves.sync(index);
-    if (this.#cacheChannel && start.seq > 0) {
-      const [last] = this.read(start.seq, 1).messages;
-      if (last?.seq === start.seq) start.last = last;
-    }
-    return { start };
-  }
-
-  followerReport(index: number, report: FollowerReport): number {
-    this.requests.leafReports += 1;
-    return this.#leaves.report(index, report);
-  }
-
-  followerHistory(from: number, budget: number): FollowerHistory {
-    this.requests.leafFetches += 1;
-    return this.#leaves.history(from, Math.min(budget, LEAF_HISTORY_MAX_BYTES));
-  }
-
-  /** A subscriber to this Pusher cache channel found no last event: recorded for Pusher's `cache_miss` webhook (docs/pusher.md#webhooks). */
-  cacheMiss(): void {
-    this.#webhooks?.cacheMissed();
-  }
-
-  abortLeaf(index: number): Promise<boolean> {
-    return this.#leaves.abortLeaf(index);
   }
 
   // -------------------------------------------------------------------------
@@ -317,7 +214,7 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
 
   async shutdown(code: number, reason: string): Promise<number> {
     this.counters.persistNow();
-    return this.engine.shutdown(code, reason) + (await this.#leaves.shutdown(code, reason));
+    return this.engine.shutdown(code, reason) + (await this.followers.set.shutdown(code, reason));
   }
 
   presencePage(limit: number, cursor: string | null): PresencePage {
@@ -329,7 +226,7 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   /** A page of the room's history (`GET /rooms/{room}/messages`); reads only, so a room that holds nothing stays without storage. */
   historyPage(query: PageQuery): PageAnswer {
     this.requests.reads += 1;
-    const answer = historyPage(this.#history, this.#room, query);
+    const answer = historyPage(this.storage.history, this.#room, query);
     if (answer.ok) this.counters.rowsRead(answer.rowsRead);
     return answer;
   }
@@ -339,11 +236,11 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     const window = this.engine.delivery.windowFigures();
     const own: RoomStats = {
       room: this.#room,
-      epoch: this.#history.epoch,
+      epoch: this.storage.history.epoch,
       connections: this.engine.size,
       members: this.engine.presence(this.#stream).count,
-      seq: this.#history.seq,
-      historyOldest: this.#history.oldest(),
+      seq: this.storage.history.seq,
+      historyOldest: this.storage.history.oldest(),
       retention: { ...this.retention },
       behind: this.engine.delivery.behind,
       ...this.counters.snapshot(),
@@ -352,9 +249,9 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
       windowCap: this.limits.WINDOW_BYTES,
       instanceStartedAt: this.#instanceStartedAt,
     };
-    if (this.#webhooks) own.webhooks = this.#webhooks.stats();
-    if (!this.#leaves.sharded) return own;
-    return roomStats(own, await this.#leaves.snapshot(), { ...this.requests }, this.#leaves.pushes);
+    if (this.webhooks) own.webhooks = this.webhooks.stats();
+    if (!this.followers.set.sharded) return own;
+    return roomStats(own, await this.followers.set.snapshot(), { ...this.requests }, this.followers.set.pushes);
   }
 
   // -------------------------------------------------------------------------
@@ -377,7 +274,7 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
 
   occupancyChanged(): void {
     const connections = this.#connections();
-    this.#webhooks?.connections(connections);
+    this.webhooks?.connections(connections);
     const occupied = connections > 0;
     if (occupied === this.#occupied) return;
     this.#occupied = occupied;
@@ -386,7 +283,7 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   }
 
   left(socket: SocketState, cause: LeaveCause): void {
-    if (this.#runner.watchesCloses) this.#background(this.#runner.closed(socket, cause));
+    if (this.hooks.watchesCloses) this.#background(this.hooks.closed(socket, cause));
   }
 
   heartbeat(): void {
@@ -394,20 +291,20 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   }
 
   otherSockets(): number {
-    return this.#leaves.connections;
+    return this.followers.set.connections;
   }
 
   alarmWanted(now: number, live: boolean): number | null {
-    const webhooks = this.#webhooks?.alarmWanted(now) ?? null;
+    const webhooks = this.webhooks?.alarmWanted(now) ?? null;
     // A room whose webhooks still need its storage does not plan to give it back: their own alarm comes first.
-    const reclaim = live || this.#webhooks?.holdsStorage ? null : this.#reclaim.alarmAt(now);
+    const reclaim = live || this.webhooks?.holdsStorage ? null : this.#reclaim.alarmAt(now);
     if (webhooks === null) return reclaim;
     return reclaim === null ? webhooks : Math.min(webhooks, reclaim);
   }
 
   async onAlarm(now: number, live: boolean): Promise<void> {
-    if (this.#webhooks) await this.#webhooks.onAlarm(now);
-    if (!live && !this.#webhooks?.holdsStorage) await this.#reclaim.onAlarm(now);
+    if (this.webhooks) await this.webhooks.onAlarm(now);
+    if (!live && !this.webhooks?.holdsStorage) await this.#reclaim.onAlarm(now);
   }
 
   // -------------------------------------------------------------------------
@@ -415,12 +312,12 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   // -------------------------------------------------------------------------
 
   storing(messages: readonly Message[]): void {
-    this.#webhooks?.storing(messages);
+    this.webhooks?.storing(messages);
   }
 
   flushed(messages: readonly Message[]): number {
-    this.#webhooks?.stored();
-    return this.#leaves.push(messages);
+    this.webhooks?.stored();
+    return this.followers.set.push(messages);
   }
 
   afterFlush(now: number): void {
@@ -430,69 +327,11 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   }
 
   // -------------------------------------------------------------------------
-  // The leaves' host
+  // The followers' events (and list(), below)
   // -------------------------------------------------------------------------
 
-  roomName(): string {
-    return this.#room;
-  }
-
-  namespace(): DurableObjectNamespace<RoomLeaf> | null {
-    return (this.#env.LEAVES as DurableObjectNamespace<RoomLeaf> | undefined) ?? null;
-  }
-
-  hubs(kind: Exclude<FollowerKind, "leaf">): DurableObjectNamespace | null {
-    const namespace = kind === "hub" ? this.#env.HUBS : this.#env.PUSHER_HUBS;
-    return isNamespace(namespace) ? namespace : null;
-  }
-
-  epoch(): string {
-    return this.#history.issueEpoch();
-  }
-
-  latest(): number {
-    return this.#stream.flushedSeq;
-  }
-
-  members(): number {
-    return this.#memberCount();
-  }
-
-  roster(): Roster {
-    return this.#members.roster(this.limits.PRESENCE_MAX_MEMBERS);
-  }
-
-  read(from: number, budget: number): { messages: Message[]; lost: LostRange | null } {
-    const read = historyMessages(this.#history, from, budget, this.#stream.flushedSeq);
-    this.counters.rowsRead(read.rowsRead);
-    return read;
-  }
-
-  saveDirectory(indices: readonly number[]): void {
-    this.#meta.set(LEAVES_KEY, JSON.stringify(indices));
-  }
-
-  connectionsChanged(): void {
-    this.occupancyChanged();
-  }
-
-  membersReported(index: number, members: readonly FollowerMember[], full: boolean): void {
-    // The report's sockets are counted already: the room is occupied before its members join (webhooks say it in that order).
-    this.#webhooks?.connections(this.#connections());
-    if (full) this.#members.replaceLeaf(index, members);
-    else this.#members.setLeaf(index, members);
-  }
-
-  leafDropped(index: number): void {
-    this.#members.dropLeaf(index);
-  }
-
-  countersReported(delta: RoomCounterValues): void {
-    this.counters.add(delta);
-  }
-
-  shardedChanged(sharded: boolean): void {
-    this.engine.presence(this.#stream).share(sharded ? this.roster() : null);
+  membersArriving(): void {
+    this.webhooks?.connections(this.#connections());
   }
 
   // -------------------------------------------------------------------------
@@ -500,25 +339,17 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   // -------------------------------------------------------------------------
 
   storageExists(): boolean {
-    return this.#history.exists || this.#meta.exists || this.#keys.exists || (this.#webhooks?.storageExists ?? false);
-  }
-
-  latestTs(): number {
-    return this.#history.latestTs;
-  }
-
-  newestKeyTs(): number {
-    return this.#keys.newestTs();
+    return this.storage.exists || (this.webhooks?.storageExists ?? false);
   }
 
   heldUntil(): number {
-    return this.#webhooks?.heldUntil() ?? 0;
+    return this.webhooks?.heldUntil() ?? 0;
   }
 
   quiet(): boolean {
     // Followers are retired before the room's storage goes (their directory is in it); webhook events
     // and the record of what the receiver was told are in it too.
-    return this.counters.unreported() === null && this.#leaves.size === 0 && !this.#webhooks?.holdsStorage;
+    return this.counters.unreported() === null && this.followers.set.size === 0 && !this.webhooks?.holdsStorage;
   }
 
   reportEmpty(): void {
@@ -529,14 +360,10 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     await this.#ctx.storage.deleteAlarm();
     await this.#ctx.storage.deleteAll();
     this.engine.sweeper.forgetAlarm();
-    this.#meta.reset();
-    this.#history.reset();
-    this.#keys.reset();
-    this.#publishKeys.reset();
-    this.counters.reset();
+    this.storage.reset();
     this.#stream.reset();
     this.#publishing.reset();
-    this.#webhooks?.reset();
+    this.webhooks?.reset();
     this.#listed = false;
     await this.#registration.storage(this.#room, false);
   }
@@ -554,30 +381,23 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
 
   /** Sockets of the room: its own and its leaves'. */
   #connections(): number {
-    return this.engine.size + this.#leaves.connections;
+    return this.engine.size + this.followers.set.connections;
   }
 
   /** Members of the room, over every object of it. */
   #memberCount(): number {
-    return this.engine.presence(this.#stream).count;
+    return this.followers.members();
   }
 
-  /**
-   * The room's roster changed (a member came or went here or on another
-   * object): the other objects hear of it with their next push, the room's
-   * own sockets a turn later (a change that started with one of them has
-   * been shown to it by then, as its own join or leave).
-   */
-  #membersChanged(): void {
-    if (!this.#leaves.sharded) return;
-    const roster = this.roster();
-    this.#leaves.membersChanged(roster.members !== null);
-    if (this.#rosterQueued) return;
-    this.#rosterQueued = true;
-    queueMicrotask(() => {
-      this.#rosterQueued = false;
-      if (this.#leaves.sharded) this.engine.presence(this.#stream).share(this.roster());
-    });
+  /** What the webhooks ask of the room. */
+  #webhooksHost(): WebhooksHost {
+    return {
+      roomName: () => this.#room,
+      // Asked inside a flush, whose transaction stores the epoch with its first message.
+      epoch: () => this.storage.history.epoch,
+      memberCount: () => this.#members.count,
+      wantAlarm: () => this.#background(this.engine.sweeper.ensureAlarm()),
+    };
   }
 
   /**
@@ -586,11 +406,11 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
    * for rooms it does not know, to create nothing). Once per instance, which
    * also heals a report that was lost.
    */
-  async #list(): Promise<void> {
+  async list(): Promise<void> {
     if (this.#listed) return;
     this.#listed = true;
     // Kept for an instance its alarm starts without a name (constructor); read once per instance.
-    if (this.#room !== "" && this.#meta.get(NAME_KEY) !== this.#room) this.#meta.set(NAME_KEY, this.#room);
+    this.storage.keepName(this.#room);
     await this.#registration.storage(this.#room, true);
   }
 
@@ -598,8 +418,4 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   #background(work: Promise<unknown>): void {
     this.#ctx.waitUntil(work.catch((error: unknown) => logEvent("error", { room: this.#room, where: "background", error: String(error) })));
   }
-}
-
-function isNamespace(value: unknown): value is DurableObjectNamespace {
-  return typeof (value as DurableObjectNamespace | undefined)?.idFromName === "function";
 }

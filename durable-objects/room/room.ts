@@ -2,7 +2,7 @@ import { CloseCode, type CustomClientFrame, type PresencePage, type RoomStats } 
 import { logEvent } from "../../common/log";
 import type { PublishOutcome, PublishResult } from "../engine/publish-outcome";
 import { SocketObject } from "../engine/socket-object";
-import type { FollowerHistory, FollowerReport, FollowStart } from "../followers/contracts";
+import type { FollowAnswer, FollowerHistory, FollowerReport, FollowStart, RootRpc } from "../followers/contracts";
 import type { RoomHookSet } from "./hooks/hook-runner";
 import type {
   CloseInfo,
@@ -62,7 +62,7 @@ type Awaitable<T> = T | Promise<T>;
  * @see docs/hooks.md
  * @see docs/library.md
  */
-export class Room<E = Record<string, unknown>, Data extends object = JsonObject> extends SocketObject<E> {
+export class Room<E = Record<string, unknown>, Data extends object = JsonObject> extends SocketObject<E> implements RootRpc {
   readonly #core: RoomCore<Data>;
 
   constructor(ctx: DurableObjectState, env: E) {
@@ -244,32 +244,32 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
 
   /** A leaf that does not know where the room stands: where it is level, and the room's epoch and member count. */
   async followerSync(index: number): Promise<FollowStart> {
-    return this.#core.followerSync(index);
+    return this.#core.followers.sync(index);
   }
 
   /** A hub of multiplexed connections follows the room (or is refused: a room with connection hooks holds its own sockets). */
-  async follow(index: number): Promise<{ start: FollowStart } | { refused: string }> {
-    return this.#core.follow(index);
+  async follow(index: number): Promise<FollowAnswer> {
+    return this.#core.followers.follow(index);
   }
 
   /** A leaf's sockets or members changed while no push carried its report. Returns the room's member count. */
   async followerReport(index: number, report: FollowerReport): Promise<number> {
-    return this.#core.followerReport(index, report);
+    return this.#core.followers.report(index, report);
   }
 
   /** Messages from `from` on, about `budget` bytes, for a leaf's ring. */
   async followerHistory(from: number, budget: number): Promise<FollowerHistory> {
-    return this.#core.followerHistory(from, budget);
+    return this.#core.followers.history(from, budget);
   }
 
   /** A Pusher hub's subscriber to this cache channel found no last event (Pusher's `cache_miss` webhook). */
   async cacheMiss(): Promise<void> {
-    this.#core.cacheMiss();
+    this.#core.webhooks?.cacheMissed();
   }
 
   /** Aborts leaf `index` as a crash would (fault tests on the local server). */
   async abortLeaf(index: number): Promise<boolean> {
-    return this.#core.abortLeaf(index);
+    return this.#core.followers.set.abortLeaf(index);
   }
 
   /**

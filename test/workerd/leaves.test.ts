@@ -1,5 +1,5 @@
 /**
- * The root's followers (room/leaves.ts): where new sockets go once the root
+ * The root's followers (followers/followers.ts): where new sockets go once the root
  * is full (placements of grants on leaves, a new leaf when all are full),
  * the directory of leaves a restarted root finds, pushes and reports,
  * retirement of an empty leaf, and a leaf that stops answering. The leaves
@@ -11,11 +11,10 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { RoomCounterValues } from "../../protocol";
 import { zeroCounters } from "../../common/counters";
-import { parseLeafName, PLACEMENT_HEADER, type Placement } from "../../common/edge-requests";
+import { PLACEMENT_HEADER, type Placement } from "../../common/edge-requests";
 import { messageEvent, type Message } from "../../durable-objects/engine/message";
 import type { Roster } from "../../durable-objects/engine/presence";
-import type { RoomLeaf } from "../../durable-objects/leaf/leaf";
-import type { FollowerRpc, FollowerBatch, FollowerMember, FollowerReport, FollowerSnapshot, FollowStart, LostRange } from "../../durable-objects/followers/contracts";
+import type { FollowerRpc, LeafRpc, FollowerBatch, FollowerMember, FollowerReport, FollowerSnapshot, FollowStart, LostRange } from "../../durable-objects/followers/contracts";
 import { Followers, PLACEMENT_GRANT, PLACEMENT_TTL_MS, type FollowersHost, type FollowersOptions } from "../../durable-objects/followers/followers";
 import { sleep, until } from "../helpers/wait";
 
@@ -129,20 +128,12 @@ class Root implements FollowersHost {
     return ROOM;
   }
 
-  namespace(): DurableObjectNamespace<RoomLeaf> {
-    // Stubs by name, as the LEAVES binding hands them out.
-    const namespace = {
-      idFromName: (name: string) => name,
-      get: (name: string) => {
-        const address = parseLeafName(name);
-        if (!address || address.room !== ROOM) throw new Error(`no leaf is named ${name}`);
-        return this.leaf(address.index).rpc();
-      },
-    };
-    return namespace as unknown as DurableObjectNamespace<RoomLeaf>;
+  leafStub(index: number): LeafRpc {
+    // A leaf's own calls, and those only a leaf answers (the tests here never make them).
+    return { ...this.leaf(index).rpc(), shutdown: async () => 0, abort: async () => {} };
   }
 
-  hubs(): null {
+  hubStub(): null {
     return null;
   }
 

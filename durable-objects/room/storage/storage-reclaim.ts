@@ -5,9 +5,6 @@ import { KEY_MIN_AGE_MS } from "./idempotency-keys";
 export interface ReclaimHost {
   /** Whether the room holds any storage at all. */
   storageExists(): boolean;
-  /** When the newest message was published (0 when none), and the newest idempotency key stored. */
-  latestTs(): number;
-  newestKeyTs(): number;
   /** Anything else that keeps the storage until a time (dead webhook events: docs/webhooks.md); 0 when nothing does. */
   heldUntil?(): number;
   /** True when nothing in flight still needs storage: counters reported, no leaves (their directory is in it). */
@@ -17,6 +14,12 @@ export interface ReclaimHost {
   /** Deletes the storage and forgets what memory knew of it. */
   reclaim(): Promise<void>;
   name(): string | null;
+}
+
+/** When the room's newest message was published (0 when none), and its newest idempotency key stored. */
+export interface StoredTimes {
+  latestTs(): number;
+  newestKeyTs(): number;
 }
 
 /** How long to wait before trying again when an empty room still has counters to report. */
@@ -30,11 +33,13 @@ const RETRY_MS = 10_000;
  */
 export class StorageReclaim {
   readonly #host: ReclaimHost;
+  readonly #stored: StoredTimes;
   readonly #historyMaxAgeMs: number;
   #retryAt = 0;
 
-  constructor(host: ReclaimHost, historyMaxAgeMs: number) {
+  constructor(host: ReclaimHost, stored: StoredTimes, historyMaxAgeMs: number) {
     this.#host = host;
+    this.#stored = stored;
     this.#historyMaxAgeMs = historyMaxAgeMs;
   }
 
@@ -61,7 +66,7 @@ export class StorageReclaim {
 
   /** When the storage holds nothing anyone can still ask for. */
   #due(): number {
-    const keys = this.#host.newestKeyTs();
-    return Math.max(this.#host.latestTs() + this.#historyMaxAgeMs, keys > 0 ? keys + KEY_MIN_AGE_MS : 0, this.#host.heldUntil?.() ?? 0);
+    const keys = this.#stored.newestKeyTs();
+    return Math.max(this.#stored.latestTs() + this.#historyMaxAgeMs, keys > 0 ? keys + KEY_MIN_AGE_MS : 0, this.#host.heldUntil?.() ?? 0);
   }
 }
