@@ -11,7 +11,7 @@ export type LogEventName =
   | "bad_config"
   | "broadcast"
   | "open_mode"
-  /** A room's hook threw or answered something it may not (durable-objects/room/hook-runner.ts). */
+  /** A room's hook threw or answered something it may not (durable-objects/room/hooks/hook-runner.ts). */
   | "hook_error"
   /** A webhook request failed and will be retried, or events became dead letters (docs/webhooks.md). */
   | "webhook_failed"

@@ -10,7 +10,7 @@ export type PublishOrigin = { kind: "socket"; socket: SocketState } | { kind: "h
 
 /**
  * What client frames meet of the application's hooks (a room's
- * beforePublish and onClientFrame: room/hook-runner.ts). An object that runs
+ * beforePublish and onClientFrame: room/hooks/hook-runner.ts). An object that runs
  * no hooks (a leaf: its root checks publishes) uses NO_FRAME_HOOKS.
  */
 export interface FrameHooks {

@@ -10,7 +10,7 @@ import { HubCore } from "./hub-core";
  * engine as a room; every event names its room, and one window covers a
  * connection across its rooms. Its name is `hub-<n>`; it stores nothing.
  *
- * Its face is every follower's (leaf/follower-object.ts); hub-core.ts wires its parts.
+ * Its face is every follower's (followers/follower-object.ts); hub-core.ts wires its parts.
  *
  * @example
  * ```ts

@@ -11,7 +11,7 @@ import { PusherCore } from "./pusher-core";
  * has one such pair, and this service's own is `ping`. Its name is
  * `pusher-<n>`; it stores only channel lists that outgrow a socket's attachment.
  *
- * Its face is every follower's (leaf/follower-object.ts); pusher-core.ts wires its parts.
+ * Its face is every follower's (followers/follower-object.ts); pusher-core.ts wires its parts.
  *
  * @example
  * ```ts

@@ -1,5 +1,5 @@
 /**
- * One room as an object that follows it sees it (leaf/follower.ts): pushes
+ * One room as an object that follows it sees it (followers/follower.ts): pushes
  * from the root applied in seq order (a gap fetched from the root's history
  * first, what the follower has dropped), what the root's history lost
  * passed on to the sockets, a push of another history, and fetches for

@@ -1,6 +1,6 @@
 /**
  * The contract between a room and its application's hooks
- * (room/hook-runner.ts): whatever a hook answers, throws or takes its time
+ * (room/hooks/hook-runner.ts): whatever a hook answers, throws or takes its time
  * over, the room acts only on answers it checked, counts what went wrong,
  * and keeps a socket's frames in order. Hooks are plain functions here, some
  * of them breaking their typed contract on purpose, as JavaScript can.

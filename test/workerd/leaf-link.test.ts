@@ -1,5 +1,5 @@
 /**
- * The root's side of one leaf (room/leaf-link.ts): what it pushes, when, and
+ * The root's side of one leaf (followers/follower-link.ts): what it pushes, when, and
  * how it recovers. The leaf's stub is the transport, so the test holds it:
  * every push waits until the test answers it (as the leaf would, with a
  * report) or fails it (as a broken stub would). The room around the link

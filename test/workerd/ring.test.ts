@@ -1,5 +1,5 @@
 /**
- * A leaf's recent messages (leaf/ring.ts MessageRing): what it keeps of the
+ * A leaf's recent messages (followers/ring.ts MessageRing): what it keeps of the
  * live path and of a backfill, within which bounds, and what catch-up reads
  * from it — messages, ranges the root's history lost, and misses it must
  * fetch.

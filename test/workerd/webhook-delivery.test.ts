@@ -1,5 +1,5 @@
 /**
- * The delivery of a room's webhook outbox (room/webhook-delivery.ts), as the
+ * The delivery of a room's webhook outbox (room/webhooks/webhook-delivery.ts), as the
  * room's alarm runs it: requests of whole rows, oldest first, one at a time;
  * rows deleted once the receiver acknowledges them; failed requests retried
  * first, after a backoff; events past the retry window kept as dead letters.

@@ -1,5 +1,5 @@
 /**
- * A room's undelivered webhook events (room/webhook-outbox.ts) in a real
+ * A room's undelivered webhook events (room/webhooks/webhook-outbox.ts) in a real
  * object's SQLite storage: how a turn's events become rows, how rows become
  * requests, and what a room that starts again finds (a second outbox on the
  * same storage reads it as a restarted room would).

@@ -1,5 +1,5 @@
 /**
- * The write of a room's webhook events (room/webhook-recorder.ts) into a real
+ * The write of a room's webhook events (room/webhooks/webhook-recorder.ts) into a real
  * object's SQLite storage: each turn's events as one outbox row, with the
  * record of what the receiver was told, in one transaction; a flush's message
  * events inside the flush's own transaction; what a write that rolls back

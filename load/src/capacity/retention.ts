@@ -4,7 +4,7 @@
  * written, the data stored, how far back history and idempotency keys reach,
  * and the rows a history page and a wake-up read.
  *
- * The model follows the ring (durable-objects/room/history.ts): a room's
+ * The model follows the ring (durable-objects/room/storage/history.ts): a room's
  * history is `maxMessages` slots of one flush each, never deleted, only
  * overwritten, so a busy room stores maxMessages rows whatever its age bound
  * (the age bound says what is served, not what is kept); a room that empties

@@ -42,7 +42,7 @@ export const DEFAULT_SHARD_SOURCES: Record<keyof ShardCosts, string> = {
   rpcLatencyMs: "assumption: leaves near their root",
   rpcConcurrency: "assumption: the 6 simultaneous outgoing connections per request apply to RPC",
   stateBytesPerSocket: "assumption",
-  ringBytes: "RING_MAX_BYTES (durable-objects/leaf/follower.ts: the live part and the backfill together)",
+  ringBytes: "RING_MAX_BYTES (durable-objects/followers/follower.ts: the live part and the backfill together)",
 };
 
 /** Costs from a sharded benchmark result (load/bench/sharded.ts) where it measured them, defaults otherwise. */
