@@ -25,7 +25,7 @@ import type { Connection, JsonObject } from "./hooks/hooks";
 import { Publishing, type FlushListener, type PublishOptions } from "./publishing";
 import { RoomFollowers, type RootEvents } from "./room-followers";
 import { RoomMembers } from "./room-members";
-import { roomStats } from "./room-stats";
+import { ownStats, roomStats } from "./room-stats";
 import { historyPage, type PageAnswer, type PageQuery } from "./storage/history-pages";
 import { MetaStore } from "./storage/meta-store";
 import { keyedPublish, type KeyedPublish } from "./storage/publish-keys";
@@ -233,22 +233,7 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
 
   async stats(): Promise<RoomStats> {
     this.requests.reads += 1;
-    const window = this.engine.delivery.windowFigures();
-    const own: RoomStats = {
-      room: this.#room,
-      epoch: this.storage.history.epoch,
-      connections: this.engine.size,
-      members: this.engine.presence(this.#stream).count,
-      seq: this.storage.history.seq,
-      historyOldest: this.storage.history.oldest(),
-      retention: { ...this.retention },
-      behind: this.engine.delivery.behind,
-      ...this.counters.snapshot(),
-      windowBytesInFlight: window.inFlight,
-      windowBytesMax: window.max,
-      windowCap: this.limits.WINDOW_BYTES,
-      instanceStartedAt: this.#instanceStartedAt,
-    };
+    const own = ownStats({ room: this.#room, history: this.storage.history, engine: this.engine, stream: this.#stream, retention: this.retention, counters: this.counters, limits: this.limits }, this.#instanceStartedAt);
     if (this.webhooks) own.webhooks = this.webhooks.stats();
     if (!this.followers.set.sharded) return own;
     return roomStats(own, await this.followers.set.snapshot(), { ...this.requests }, this.followers.set.pushes);

@@ -1,7 +1,44 @@
 import type { RoomStats, RootRequests } from "../../protocol";
 import { addCounters } from "../../common/counters";
 import { followerAt } from "../../common/followers";
+import type { Limits } from "../../common/settings";
+import type { Retention } from "../../common/retention";
+import type { RoomCounters } from "../engine/counters";
+import type { SocketEngine } from "../engine/socket-engine";
+import type { Stream } from "../engine/stream";
 import type { FollowersSnapshot } from "../followers/followers";
+import type { History } from "./storage/history";
+
+/** The parts of a room its own figures come from. */
+export interface StatsParts {
+  room: string;
+  history: History;
+  engine: SocketEngine;
+  stream: Stream;
+  retention: Retention;
+  counters: RoomCounters;
+  limits: Pick<Limits, "WINDOW_BYTES">;
+}
+
+/** `GET /rooms/{room}` as the root's own object sees it: its sockets, history and counters. */
+export function ownStats({ room, history, engine, stream, retention, counters, limits }: StatsParts, instanceStartedAt: number): RoomStats {
+  const window = engine.delivery.windowFigures();
+  return {
+    room,
+    epoch: history.epoch,
+    connections: engine.size,
+    members: engine.presence(stream).count,
+    seq: history.seq,
+    historyOldest: history.oldest(),
+    retention: { ...retention },
+    behind: engine.delivery.behind,
+    ...counters.snapshot(),
+    windowBytesInFlight: window.inFlight,
+    windowBytesMax: window.max,
+    windowCap: limits.WINDOW_BYTES,
+    instanceStartedAt,
+  };
+}
 
 /**
  * `GET /rooms/{room}` of a sharded room (or one that hubs follow): the root's
