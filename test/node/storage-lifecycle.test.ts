@@ -47,8 +47,9 @@ describe("room storage lifecycle", () => {
     const grown = roomFiles();
     expect(grown.bytes).toBeGreaterThan(8192);
 
-    // No socket, and its one message is older than HISTORY_MAX_AGE_SECONDS soon: the room reports
-    // its counters, deletes its storage and leaves the directory.
+    // No socket, and its one message is older than HISTORY_MAX_AGE_SECONDS soon: its coordinator
+    // shard asks it then, and it deletes its storage, its counters going back with the answer, and
+    // leaves the directory.
     const deadline = Date.now() + 40_000;
     let status = 200;
     while (status !== 404 && Date.now() < deadline) {
