@@ -90,6 +90,13 @@ export class Coordinator extends DurableObject<Record<string, unknown>> {
     await this.#armAlarm(at);
   }
 
+  /** A listed room with no sockets says when to ask it whether its storage can go. */
+  async storageDue(room: string, due: number): Promise<void> {
+    if (!isValidRoomName(room) || !Number.isSafeInteger(due)) return;
+    this.#directory.bringForward(room, due, SWEEP_GAP_MS);
+    await this.#armAlarm(due);
+  }
+
   /** Whether `room` holds storage or sockets: whether looking at it can find anything. */
   async known(room: string): Promise<boolean> {
     return this.#directory.has(room) || this.#registry.list({ prefix: room, after: null, limit: 1 }, Date.now()).some((e) => e.room === room);

@@ -19,10 +19,16 @@ type CoordinatorNamespace = DurableObjectNamespace<Coordinator>;
 export interface RoomRegistration {
   /**
    * The room went from no sockets to some, or from some to none; `due`, from
-   * a room with no sockets that holds storage: when to ask it whether its
-   * storage can go (also sent when something that held the storage let go).
+   * a room left with no sockets that holds storage: when to ask it whether its
+   * storage can go.
    */
   occupancyChanged(room: string, connections: number, members: number, due?: number): void;
+  /**
+   * A room with no sockets holds storage nobody told its shard about since
+   * (its sockets went with a restart, or webhook events that held it were
+   * sent): when to ask it. In the background; never throws.
+   */
+  storageDue(room: string, due: number): void;
   /** Called from the room's periodic sweep while it has sockets. */
   heartbeat(room: string, connections: number, members: number): void;
   /**
@@ -37,7 +43,7 @@ export interface RoomRegistration {
 /** How long a room waits for the directory before it goes on anyway (and logs). */
 const STORAGE_REPORT_TIMEOUT_MS = 5000;
 
-const NO_REGISTRATION: RoomRegistration = { occupancyChanged() {}, heartbeat() {}, storage: async () => true };
+const NO_REGISTRATION: RoomRegistration = { occupancyChanged() {}, heartbeat() {}, storageDue() {}, storage: async () => true };
 
 /** Registration for a room object; reports run in the background (ctx.waitUntil). */
 export function registrationFor(env: Record<string, unknown>, ctx: DurableObjectState, counters: CounterSource): RoomRegistration {
@@ -50,11 +56,13 @@ export function registrationFor(env: Record<string, unknown>, ctx: DurableObject
 class ShardRegistration implements RoomRegistration {
   readonly #namespace: CoordinatorNamespace;
   readonly #shards: number;
+  readonly #ctx: DurableObjectState;
   readonly #reports: LatestReport<RoomReport>;
 
   constructor(namespace: CoordinatorNamespace, shards: number, ctx: DurableObjectState, counters: CounterSource) {
     this.#namespace = namespace;
     this.#shards = shards;
+    this.#ctx = ctx;
     this.#reports = new LatestReport(ctx, counters, "registry_report", (report) => shardStub(namespace, shardOf(report.room, shards)).report(report));
   }
 
@@ -66,6 +74,12 @@ class ShardRegistration implements RoomRegistration {
   heartbeat(room: string, connections: number, members: number): void {
     if (room === "") return;
     this.#reports.submit({ room, connections, members, at: Date.now() });
+  }
+
+  storageDue(room: string, due: number): void {
+    if (room === "") return;
+    const told = shardStub(this.#namespace, shardOf(room, this.#shards)).storageDue(room, due);
+    this.#ctx.waitUntil(told.catch((error: unknown) => logEvent("error", { where: "directory_report", room, due, error: String(error) })));
   }
 
   async storage(room: string, due: number): Promise<boolean> {

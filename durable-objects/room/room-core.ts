@@ -47,6 +47,11 @@ const UNLISTED_KEY = "unlisted";
 const LIST_MARGIN_MS = 1000;
 /** A room its shard's directory could not list is listed again from its alarm after this long, if no write did it first. */
 const LIST_RETRY_MS = 60_000;
+/**
+ * A room whose last socket just left keeps its storage at least this long, so
+ * that a page reload resumes under the same epoch even when nothing was published.
+ */
+const EMPTIED_HOLD_MS = 10_000;
 /** An instance that ends itself waits this long first, for the answer it is giving to leave. */
 const END_DELAY_MS = 100;
 
@@ -90,10 +95,12 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   #listRetryAt = 0;
   /** Whether this instance is ending itself (endSoon). */
   #ending = false;
-  /** Whether this instance told the room's shard when to ask for its storage, since it last had sockets (#tellDue). */
+  /** Whether this instance told the room's shard when to ask for its storage since it last had sockets. */
   #dueTold = false;
   /** Upgrades and publishes in flight: the storage does not go under them. */
   #writes = 0;
+  /** When this instance's last socket left (0: none did). */
+  #emptiedAt = 0;
   /** Whether a roster update for the room's own sockets is queued. */
   #rosterQueued = false;
   /** Whether the room (its own sockets and its leaves') was last reported as having sockets. */
@@ -203,8 +210,13 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   endSoon(): void {
     if (this.#ending) return;
     this.#ending = true;
-    const ctx = this.#ctx;
-    ctx.waitUntil(new Promise((resolve) => setTimeout(resolve, END_DELAY_MS)).then(() => ctx.abort("a room instance without its name ends itself")));
+    this.#ctx.waitUntil(
+      new Promise((resolve) => setTimeout(resolve, END_DELAY_MS)).then(() => {
+        // A socket or a write that arrived meanwhile stores the name again (#list): the instance stays.
+        this.#ending = this.unnamed || (this.engine.size === 0 && this.#writes === 0 && !this.storageExists());
+        if (this.#ending) this.#ctx.abort("a room instance without its name ends itself");
+      }),
+    );
   }
 
   get hooks(): HookRunner<Data> {
@@ -423,8 +435,11 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     const occupied = connections > 0;
     if (occupied === this.#occupied) return;
     this.#occupied = occupied;
-    this.#dueTold = false;
-    if (occupied || !this.#tellDue()) this.#registration.occupancyChanged(this.#room, connections, this.#memberCount());
+    if (!occupied) this.#emptiedAt = Date.now();
+    // Emptied, a room that holds storage tells its shard, in the same report, when to ask for it.
+    const due = occupied ? null : this.#reclaim.dueAt();
+    this.#dueTold = due !== null;
+    this.#registration.occupancyChanged(this.#room, connections, this.#memberCount(), due ?? undefined);
     if (!occupied) this.#background(this.engine.sweeper.ensureAlarm());
   }
 
@@ -448,11 +463,18 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   }
 
   async onAlarm(now: number): Promise<void> {
+    // An alarm finds no socket in an instance that never had one: they went with a restart or a
+    // crash, and their clients may be reconnecting (EMPTIED_HOLD_MS).
+    if (this.#emptiedAt === 0 && this.#connections() === 0) this.#emptiedAt = now;
     const held = this.#webhooks?.holdsStorage ?? false;
     if (this.#webhooks) await this.#webhooks.onAlarm(now);
     // Its webhook events sent, or its sockets gone without a word (a restart, a crash): the room
     // tells its shard when to ask for its storage.
-    if (held || !this.#dueTold) this.#tellDue();
+    const due = held || !this.#dueTold ? this.#reclaim.dueAt() : null;
+    if (due !== null) {
+      this.#registration.storageDue(this.#room, due);
+      this.#dueTold = true;
+    }
     // Not listed by the instance that wrote (its report failed): listed now, whichever instance this is.
     if (!this.#listed && this.#meta.get(UNLISTED_KEY) !== null) await this.#list();
   }
@@ -554,7 +576,7 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   }
 
   heldUntil(): number {
-    return this.#webhooks?.heldUntil() ?? 0;
+    return Math.max(this.#webhooks?.heldUntil() ?? 0, this.#emptiedAt === 0 ? 0 : this.#emptiedAt + EMPTIED_HOLD_MS);
   }
 
   inUse(): boolean {
@@ -589,19 +611,6 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   }
 
   // -------------------------------------------------------------------------
-
-  /**
-   * A room with no sockets that holds storage tells its shard when to ask for
-   * it (with an occupancy report: in order with the others). Returns whether
-   * it did: nothing to tell while sockets or webhook events hold the storage.
-   */
-  #tellDue(): boolean {
-    const due = this.#reclaim.dueAt();
-    if (due === null) return false;
-    this.#registration.occupancyChanged(this.#room, this.#connections(), this.#memberCount(), due);
-    this.#dueTold = true;
-    return true;
-  }
 
   #roomFull(): Response {
     logEvent("refusal", { room: this.#room, reason: "room_full", connections: this.engine.size });

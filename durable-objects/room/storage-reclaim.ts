@@ -15,7 +15,7 @@ export interface ReclaimHost {
   /** When the newest message was published (0 when none), and the newest idempotency key stored. */
   latestTs(): number;
   newestKeyTs(): number;
-  /** Anything else that keeps the storage until a time (dead webhook events: docs/webhooks.md); 0 when nothing does. */
+  /** Anything else that keeps the storage until a time (a socket that just left, dead webhook events: docs/webhooks.md); 0 when nothing does. */
   heldUntil?(): number;
   /** Sockets anywhere (here or on the objects that follow the room), or webhook events still to send: the room says when it is done. */
   inUse(): boolean;
