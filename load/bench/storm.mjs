@@ -6,7 +6,10 @@
 // socket costs (memory and descriptors of the launcher and of workerd), the
 // handshake rate, with --publishes the CPU per delivery, and with --big-frames
 // what oversized client frames cost before the room refuses them, and with
-// --uploads whether oversize publish bodies get their 413 or a reset.
+// --uploads whether oversize publish bodies get their 413 or a reset, and with
+// --endless-uploads how much of a chunked body that never ends the server takes
+// (written as fast as the connection takes it, whatever comes back) before its
+// 413 or its close, and the launcher's and workerd's memory meanwhile.
 //
 // --upgrade-via chooses how the upgrade storm and the big-frame senders write
 // their handshake: with the ws library (default), or by hand: `plain` (one
@@ -26,6 +29,7 @@
 //   node load/bench/storm.mjs --gate on --sockets 5000 --publishes 20
 //   node load/bench/storm.mjs --sockets 10 --big-frames 10 --frame-bytes 31457280
 //   node load/bench/storm.mjs --sockets 0 --uploads 20 --upload-bytes 4194304
+//   node load/bench/storm.mjs --sockets 0 --endless-uploads 20
 //   node load/bench/storm.mjs --ulimit 600 --sockets 0 --upgrades 600 --upgrade-via split
 //   node load/bench/storm.mjs --sockets 10 --big-frames 4 --upgrade-via after-request
 //   node load/bench/storm.mjs --ulimit 600 --sockets 20 --half-open 300
@@ -43,6 +47,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
 import WebSocket from "ws";
+import { endlessUpload } from "./endless-upload.mjs";
 
 const { values } = parseArgs({
   options: {
@@ -57,6 +62,7 @@ const { values } = parseArgs({
     "big-frames": { type: "string", default: "0" },
     uploads: { type: "string", default: "0" },
     "upload-bytes": { type: "string", default: "4194304" },
+    "endless-uploads": { type: "string", default: "0" },
     launcher: { type: "string" },
     "frame-bytes": { type: "string", default: "31457280" },
     "upgrade-via": { type: "string", default: "ws" },
@@ -136,6 +142,7 @@ function sample(server) {
 }
 
 // --- clients ------------------------------------------------------------------
+
 
 /** Opens one WebSocket; resolves { ws } or { status } (refused) or { error }. Refused connections are left open. */
 function openSocket(url, onMessage) {
@@ -519,6 +526,26 @@ try {
       outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
     }
     report.uploads = { bytes: num("upload-bytes"), outcomes };
+  }
+
+  if (num("endless-uploads") > 0) {
+    const before = sample(server);
+    let peak = { launcher: 0, workerd: 0 };
+    const watch = setInterval(() => {
+      const now = sample(server);
+      peak = { launcher: Math.max(peak.launcher, now.launcher?.rssKb ?? 0), workerd: Math.max(peak.workerd, now.workerd?.rssKb ?? 0) };
+    }, 50);
+    const runs = [];
+    for (let i = 0; i < num("endless-uploads"); i++) runs.push(await endlessUpload({ port }));
+    clearInterval(watch);
+    const mb = (bytes) => Math.round(bytes / 1e5) / 10;
+    const taken = runs.map((r) => r.taken).sort((a, b) => a - b);
+    report.endlessUploads = {
+      runs: runs.length,
+      endings: runs.reduce((all, r) => ({ ...all, [`${r.status ?? "no answer"}, ${r.how}`]: (all[`${r.status ?? "no answer"}, ${r.how}`] ?? 0) + 1 }), {}),
+      takenMb: { min: mb(taken[0]), median: mb(taken[taken.length >> 1]), max: mb(taken[taken.length - 1]) },
+      peakRssMbAbove: { launcher: Math.round((peak.launcher - (before.launcher?.rssKb ?? 0)) / 1024), workerd: Math.round((peak.workerd - (before.workerd?.rssKb ?? 0)) / 1024) },
+    };
   }
 
   if (num("big-frames") > 0) {
