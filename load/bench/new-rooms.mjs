@@ -4,8 +4,14 @@
 // started fresh on 127.0.0.1 and stopped at the end.
 //
 //   npm run build && node load/build.mjs
-//   flock /tmp/bench.lock node load/bench/new-rooms.mjs [--targets ours,bare,bare-durable] [--first 300]
-//        [--burst 10000] [--in-flight 20] [--gate off|auto] [--port 18721]
+//   flock /tmp/bench.lock node load/bench/new-rooms.mjs [--targets ours,bare,bare-durable,before] [--first 300]
+//        [--burst 10000] [--in-flight 20] [--gate off|auto] [--port 18721] [--age SECONDS]
+//        [--before DIR] [--rounds 1]
+//
+// --age sets ours' (and before's) HISTORY_MAX_AGE_SECONDS, so that rooms give
+// their storage back while the burst still runs; --before DIR adds the target
+// "before", the local server of another checkout (built there), to compare the
+// code before a change; --rounds N runs every target N times, in turn.
 //
 // 1. first publish: --first new rooms published into one at a time (nothing
 //    else in flight), then the same rooms again (warm), each with a server CPU
@@ -36,6 +42,9 @@ const BURST = Number(option("burst", "10000"));
 const IN_FLIGHT = Number(option("in-flight", "20"));
 const GATE = option("gate", "off");
 const PORT = Number(option("port", "18721"));
+const AGE = option("age", null);
+const BEFORE = option("before", null);
+const ROUNDS = Number(option("rounds", "1"));
 const BURST_LIMIT_MS = 300_000;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 // Servers must not outlive this script, whatever ends it (one listener for all of them).
@@ -78,7 +87,9 @@ async function startBare(durable) {
 async function start(target) {
   if (target === "bare" || target === "bare-durable") return startBare(target === "bare-durable");
   // The local server keeps a bounded tail of its output; the burst's errors are in the last lines.
-  const server = await startLocalServer({ port: PORT, gate: GATE, label: "new-rooms" });
+  const vars = AGE === null ? {} : { HISTORY_MAX_AGE_SECONDS: AGE };
+  if (target === "before" && BEFORE === null) throw new Error("the target before needs --before DIR");
+  const server = await startLocalServer({ port: PORT, gate: GATE, label: "new-rooms", vars, ...(target === "before" ? { dir: BEFORE } : {}) });
   return { pid: server.pid, url: server.url, output: server.output, stop: () => stopLocalServer(server) };
 }
 
@@ -174,7 +185,7 @@ async function phase(server, rooms, inFlight, limitMs = Infinity) {
 }
 
 const results = [];
-for (const target of TARGETS) {
+for (const target of Array.from({ length: ROUNDS }, () => TARGETS).flat()) {
   const server = await start(target);
   const tag = Math.random().toString(36).slice(2, 8);
   // Code paths compiled before anything is measured: a few rooms that are not counted.
@@ -189,7 +200,7 @@ for (const target of TARGETS) {
   const lines = server.output().split("\n");
   const log = lines.filter((l) => /error|fail|abort|overload|exceed|refus|reset|kill|timeout|exited|signal/i.test(l));
   const result = {
-    serverTail: burst.serverAlive ? undefined : lines.slice(-30), target, gate: target === "ours" ? GATE : "none", first, again, firstPublishExtraCpuUs: first.serverCpuPerPublishUs - again.serverCpuPerPublishUs, burst, burstLogLines: log.length, burstLogSample: [...new Set(log.map((l) => l.slice(0, 400)))].slice(0, 12) };
+    serverTail: burst.serverAlive ? undefined : lines.slice(-30), target, gate: target === "ours" || target === "before" ? GATE : "none", age: AGE, first, again, firstPublishExtraCpuUs: first.serverCpuPerPublishUs - again.serverCpuPerPublishUs, burst, burstLogLines: log.length, burstLogSample: [...new Set(log.map((l) => l.slice(0, 400)))].slice(0, 12) };
   results.push(result);
   console.log(JSON.stringify(result));
   await server.stop();
