@@ -93,7 +93,7 @@ export class Coordinator extends DurableObject<Record<string, unknown>> {
   /** A listed room with no sockets says when to ask it whether its storage can go. */
   async storageDue(room: string, due: number): Promise<void> {
     if (!isValidRoomName(room) || !Number.isSafeInteger(due)) return;
-    this.#directory.bringForward(room, due, SWEEP_GAP_MS);
+    this.#directory.moveDue(room, due, SWEEP_GAP_MS);
     await this.#armAlarm(due);
   }
 
@@ -115,7 +115,7 @@ export class Coordinator extends DurableObject<Record<string, unknown>> {
     if (report.delta) this.#totals.add(report.delta);
     // An empty room says when its storage can go: it is asked then.
     if (report.connections === 0 && report.due !== undefined && Number.isSafeInteger(report.due)) {
-      this.#directory.bringForward(report.room, report.due, SWEEP_GAP_MS);
+      this.#directory.moveDue(report.room, report.due, SWEEP_GAP_MS);
       await this.#armAlarm(report.due);
     }
     await this.#armAlarm(now + this.#registrySweepMs());

@@ -43,12 +43,13 @@ export class Directory {
   }
 
   /**
-   * Moves a listed room's next question sooner, to `due`, when that is sooner
-   * by more than `slackMs`: asked a little late, or early (it then says when),
-   * a room costs less than a row rewritten for every report.
+   * Moves a listed room's next question to `due` when that is more than
+   * `slackMs` away from the one it has: a question a second late or early
+   * costs less than the two rows of a move, one asked much too early costs a
+   * call into the room and the same move after its answer.
    */
-  bringForward(room: string, due: number, slackMs: number): void {
-    this.#sql.exec(`UPDATE stored_rooms SET due = ? WHERE name = ? AND due > ?`, due, room, due + slackMs);
+  moveDue(room: string, due: number, slackMs: number): void {
+    this.#sql.exec(`UPDATE stored_rooms SET due = ? WHERE name = ? AND abs(due - ?) > ?`, due, room, due, slackMs);
   }
 
   has(room: string): boolean {
