@@ -1,6 +1,8 @@
 /** What a publish comes to, as the room answers it (its RPC) and the objects that forward publishes to it pass on. */
 
+/** A message the room published, or recognised as published already. */
 export interface PublishResult {
+  /** The message's position in the room's history. */
   seq: number;
   /**
    * Sockets the message was sent to live (sockets catching up get it from history); in a
@@ -23,6 +25,7 @@ export interface PublishRefused {
    * `over_capacity`: the room's instance is restarting, retry (no hook gives either).
    */
   error: "bad_request" | "forbidden" | "rate_limited" | "too_large" | "conflict" | "over_capacity" | "internal";
+  /** Why, in words for people (a hook refusal's `refuse`). */
   message: string;
 }
 

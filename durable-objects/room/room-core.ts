@@ -1,7 +1,9 @@
 import { resumePointOf, type PresencePage, type RoomCounterValues, type RoomStats, type RootRequests } from "../../protocol";
 import { LEAF_FULL_HEADER } from "../../common/edge-requests";
+import { followerAt, type FollowerKind } from "../../common/followers";
+import { isCacheChannelRoom, isPrivatePusherRoom } from "../../protocol/pusher";
 import { logEvent } from "../../common/log";
-import { accessSettings, historyRules, readLimits, webhookSettings, type Limits } from "../../common/settings";
+import { accessSettings, historyRules, readLimits, type Limits } from "../../common/settings";
 import { retentionFor, type Retention } from "../../common/retention";
 import { utf8Length } from "../../common/utf8";
 import { bodyHash } from "../../common/body-hash";
@@ -13,10 +15,10 @@ import type { LeaveCause } from "../engine/delivery";
 import type { Message } from "../engine/message";
 import type { Roster } from "../engine/presence";
 import type { PublishOutcome, PublishResult, RetryKey } from "../engine/publish-outcome";
+import type { PublishOrigin } from "../engine/frame-hooks";
 import { SocketEngine, type EngineHost } from "../engine/socket-engine";
 import type { SocketState } from "../engine/socket-state";
 import type { Stream } from "../engine/stream";
-import type { RoomHub } from "../hub/hub";
 import type { RoomLeaf } from "../leaf/leaf";
 import type { LeafHistory, LeafMember, LeafReport, LeafStart, LostRange } from "../leaf/rpc";
 import { deepFreeze } from "./connection-data";
@@ -35,6 +37,7 @@ import { RoomMembers } from "./room-members";
 import { roomStats } from "./room-stats";
 import { StorageReclaim, type GiveBackAnswer, type ReclaimHost } from "./storage-reclaim";
 import { Webhooks } from "./webhooks";
+import { webhookTarget } from "./webhook-target";
 
 /** Largest answer to one leaf's history request. */
 const LEAF_HISTORY_MAX_BYTES = 4 * 1024 * 1024;
@@ -86,9 +89,13 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   readonly #members: RoomMembers;
   readonly #leaves: Leaves;
   readonly #reclaim: StorageReclaim;
-  /** The room's webhooks; null when WEBHOOK_URL is not set (nothing is recorded). */
+  /** The room's webhooks; null when the room has no webhook target (nothing is recorded: webhook-target.ts). */
   readonly #webhooks: Webhooks | null;
   readonly #instanceStartedAt = Date.now();
+  /** Whether the room is a Pusher cache channel's: its last message goes to the hubs that start following it. */
+  readonly #cacheChannel: boolean;
+  /** Whether the room is a channel's that Pusher keeps private: open mode never opens it. */
+  readonly #privatePusherRoom: boolean;
   /** Whether this instance has told the directory that the room holds storage. */
   #listed = false;
   /** When to list the room again from the alarm, its directory report having failed (0: not needed). */
@@ -123,6 +130,8 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     // itself at its first call (`unnamed`, room.ts).
     this.#room = ctx.id.name ?? this.#meta.get(NAME_KEY) ?? "";
     this.retention = retentionFor(this.#room, historyRules(env), limits);
+    this.#cacheChannel = isCacheChannelRoom(this.#room);
+    this.#privatePusherRoom = isPrivatePusherRoom(this.#room);
     const maxAgeMs = this.retention.maxAgeSeconds * 1000;
     this.#history = new History(ctx.storage, this.#meta, { maxMessages: this.retention.maxMessages, maxAgeMs });
     this.#keys = new IdempotencyKeys(sql, maxAgeMs);
@@ -170,9 +179,9 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     this.#publishing = new Publishing({ history: this.#history, keys: this.#keys, publishKeys: this.#publishKeys }, delivery, this.#stream, this.counters, limits, this);
     this.#reclaim = new StorageReclaim(this, maxAgeMs);
     // Before the sockets are restored: the webhooks read what the receiver was told, and the restored members confirm it.
-    const webhooks = webhookSettings(env);
-    this.#webhooks = webhooks
-      ? new Webhooks(ctx.storage, { settings: webhooks, secret: accessSettings(env).webhookSecret, limits, sharded: this.#leaves.size > 0 }, this.counters, {
+    const target = webhookTarget(this.#room, env);
+    this.#webhooks = target
+      ? new Webhooks(ctx.storage, { target, limits, sharded: this.#leaves.size > 0 }, this.counters, {
           roomName: () => this.#room,
           // Asked inside a flush, whose transaction stores the epoch with its first message.
           epoch: () => this.#history.epoch,
@@ -268,6 +277,11 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   /** Publishes one message (RPC from the worker, a coordinator shard, or a leaf), through beforePublish when the room has it. */
   async publish(dataJson: string, options: PublishOptions): Promise<PublishOutcome> {
     this.requests.publishes += 1;
+    // A broadcast in open mode reaches every room but those of channels Pusher keeps private (docs/pusher.md#isolation).
+    if (options.source === "broadcast" && this.#privatePusherRoom && accessSettings(this.#env).publishKey === null) {
+      this.counters.refused("forbidden");
+      return { refused: { error: "forbidden", message: "a private Pusher channel's room takes broadcasts only where a publish key guards them" } };
+    }
     this.#writes += 1;
     try {
       return await this.#publish(dataJson, options);
@@ -296,7 +310,9 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     if (seen !== null) return { seq: seen, recipients: 0, duplicate: true };
     const prior = retry ? this.#publishing.prior(retry) : null;
     if (prior) return prior;
-    const checked = await this.#runner.checkPublish(dataJson, undefined, { kind: options.source ?? "http" });
+    const source = options.source ?? "http";
+    const origin: PublishOrigin = source === "pusher" ? { kind: "pusher", event: options.fields?.event ?? "message" } : { kind: source };
+    const checked = await this.#runner.checkPublish(dataJson, undefined, origin);
     if (!checked.ok) return { refused: checked.refusal };
     return this.#publishing.publish(checked.dataJson, options, retry);
   }
@@ -330,13 +346,22 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
    * (docs/multiplexing.md). A room whose class has connection hooks keeps its
    * sockets in its own object, where the hooks run: it refuses.
    */
-  follow(index: number): { start: LeafStart } | { refused: string } {
+  async follow(index: number): Promise<{ start: LeafStart } | { refused: string }> {
     if (this.#runner.admitsSockets || this.#runner.handlesClientFrames || this.#runner.watchesCloses) {
       return { refused: "this room admits its sockets with hooks of its own: open /rooms/{room}/ws for it" };
     }
-    if (!this.hubs()) return { refused: "the service binds no HUBS namespace" };
+    const kind = followerAt(index).kind;
+    if (kind === "leaf" || !this.hubs(kind)) return { refused: `the service binds no namespace for ${kind} hubs` };
     this.requests.leafSyncs += 1;
-    return { start: this.#leaves.sync(index) };
+    // Following writes the room's directory of followers: its name is stored first, so that an
+    // instance its alarm starts after a restart knows which room it is.
+    await this.#list();
+    const start = this.#leaves.sync(index);
+    if (this.#cacheChannel && start.seq > 0) {
+      const [last] = this.read(start.seq, 1).messages;
+      if (last?.seq === start.seq) start.last = last;
+    }
+    return { start };
   }
 
   leafReport(index: number, report: LeafReport): number {
@@ -347,6 +372,11 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   leafHistory(from: number, budget: number): LeafHistory {
     this.requests.leafFetches += 1;
     return this.#leaves.history(from, Math.min(budget, LEAF_HISTORY_MAX_BYTES));
+  }
+
+  /** A subscriber to this Pusher cache channel found no last event: recorded for Pusher's `cache_miss` webhook (docs/pusher.md#webhooks). */
+  cacheMiss(): void {
+    this.#webhooks?.cacheMissed();
   }
 
   abortLeaf(index: number): Promise<boolean> {
@@ -508,8 +538,9 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     return (this.#env.LEAVES as DurableObjectNamespace<RoomLeaf> | undefined) ?? null;
   }
 
-  hubs(): DurableObjectNamespace<RoomHub> | null {
-    return (this.#env.HUBS as DurableObjectNamespace<RoomHub> | undefined) ?? null;
+  hubs(kind: Exclude<FollowerKind, "leaf">): DurableObjectNamespace | null {
+    const namespace = kind === "hub" ? this.#env.HUBS : this.#env.PUSHER_HUBS;
+    return isNamespace(namespace) ? namespace : null;
   }
 
   epoch(): string {
@@ -543,6 +574,8 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   }
 
   membersReported(index: number, members: readonly LeafMember[], full: boolean): void {
+    // The report's sockets are counted already: the room is occupied before its members join (webhooks say it in that order).
+    this.#webhooks?.connections(this.#connections());
     if (full) this.#members.replaceLeaf(index, members);
     else this.#members.setLeaf(index, members);
   }

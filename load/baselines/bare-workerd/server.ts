@@ -11,15 +11,13 @@
 import { mkdirSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
 import { encodeWorkerdConfig } from "../../../local-server/workerd-config.mjs";
 import { startWorkerd } from "../../../local-server/workerd-process.mjs";
-import { DIST_DIR, REPO_ROOT } from "../../src/target/target";
+import { parseValues } from "../../src/kit/args";
+import { DIST_DIR, REPO_ROOT } from "../../src/kit/paths";
 import { bareWorkerdConfig } from "./config";
 
-const { values } = parseArgs({
-  options: { port: { type: "string" }, durable: { type: "boolean" }, data: { type: "string" }, "v8-flag": { type: "string", multiple: true } },
-});
+const { values } = parseValues(process.argv.slice(2), { port: {}, durable: { flag: true }, data: {}, "v8-flag": { multiple: true } });
 const port = Number(values.port ?? process.env.PORT ?? 18220);
 if (!Number.isInteger(port) || port <= 0 || port > 65535) throw new Error(`bad port ${values.port}`);
 const durable = values.durable ?? false;

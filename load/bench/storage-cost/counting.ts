@@ -1,6 +1,6 @@
 /**
  * What a room's storage lifecycle costs, counted inside the worker for
- * load/bench/storage-cost.mjs: every call into the room and coordinator
+ * load/bench/storage-cost.ts: every call into the room and coordinator
  * objects (requests, alarms included: each is billed), every row their SQL
  * writes (as the cursor reports it) and every alarm they set. The objects'
  * classes are wrapped, not changed: their prototypes count their calls, and
