@@ -24,6 +24,15 @@ const FLUSH_MS = 10_000;
 const CLIENT_LINGER_MS = 1000;
 /** After the client ends its side: time for workerd to answer what it was asked (or send its close frame). */
 const UPSTREAM_LINGER_MS = 10_000;
+/**
+ * What an HTTP client may still send, read and dropped, once its connection is
+ * closing (answered and ended, refused, or cut where its framing stopped)
+ * before the connection is reset: enough for the rest of any body the service
+ * takes, so that an answer given early is read rather than lost to a reset,
+ * and no more. An upload that never ends is then refused within the drain
+ * docs/security.md documents (16 MiB past the limit), however fast it is sent.
+ */
+const CLOSING_HTTP_BYTES = 1024 * 1024;
 
 const STATUS_TEXT = {
   400: "Bad Request",
@@ -92,6 +101,8 @@ export function relayConnection(client, gate) {
   let upstreamEnded = false;
   let upstreamReleased = false;
   let released = false;
+  /** Bytes of an HTTP client read and dropped since its connection started closing. */
+  let droppedWhileClosing = 0;
   /** @type {NodeJS.Timeout | null} */
   let headTimer = setTimeout(headTimedOut, gate.headMs);
   /** @type {NodeJS.Timeout | null} */
@@ -298,7 +309,15 @@ export function relayConnection(client, gate) {
 
   /** @param {Buffer} chunk */
   function fromClient(chunk) {
-    if (mode === "closing") return;
+    if (mode === "closing") {
+      // A WebSocket client is given its linger time to read its close frame; an HTTP one, a bounded number of bytes too.
+      droppedWhileClosing += guard === null ? chunk.length : 0;
+      if (droppedWhileClosing > CLOSING_HTTP_BYTES) {
+        gate.count("abandoned");
+        release();
+      }
+      return;
+    }
     sawBytes = true;
     if (mode === "websocket") {
       forwardFrames(chunk);

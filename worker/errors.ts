@@ -29,6 +29,7 @@ const REFUSED_PUBLISH_STATUS: Readonly<Record<PublishRefused["error"], Contentfu
   rate_limited: 429,
   too_large: 413,
   conflict: 409,
+  over_capacity: 503,
   internal: 500,
 };
 

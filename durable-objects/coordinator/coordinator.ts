@@ -9,6 +9,7 @@ import { fanOut, type FanOutResult } from "./fan-out";
 import { Directory } from "./directory";
 import { HubRegistry, type HubOccupancy, type HubReport } from "./hub-registry";
 import { Registry, type RegistryQuery, type RoomEntry, type RoomReport } from "./registry";
+import { StorageSweep, SWEEP_GAP_MS } from "./storage-sweep";
 import { TotalsStore } from "./totals-store";
 
 /** A message for many rooms, as every shard receives it. */
@@ -61,8 +62,9 @@ export class Coordinator extends DurableObject<Record<string, unknown>> {
   readonly #directory: Directory;
   readonly #totals: TotalsStore;
   readonly #hubs: HubRegistry;
-  /** Whether the sweep alarm is known to be set; saves a storage call per report. */
-  #sweepArmed = false;
+  readonly #storageSweep: StorageSweep;
+  /** When the alarm is known to be set (null: not known); saves a storage call per report. */
+  #alarmAt: number | null = null;
 
   constructor(ctx: DurableObjectState, env: Record<string, unknown>) {
     super(ctx, env);
@@ -71,12 +73,38 @@ export class Coordinator extends DurableObject<Record<string, unknown>> {
     this.#directory = new Directory(ctx.storage.sql);
     this.#totals = new TotalsStore(ctx.storage.sql);
     this.#hubs = new HubRegistry(ctx.storage.sql);
+    this.#storageSweep = new StorageSweep({
+      directory: this.#directory,
+      ask: (room) => {
+        const rooms = this.env.ROOMS as DurableObjectNamespace<Room>;
+        return rooms.get(rooms.idFromName(room)).giveBack();
+      },
+      counted: (delta) => this.#totals.add(delta),
+    });
   }
 
-  /** A room wrote its first row (stored) or gave its storage back (not stored). */
-  async storage(room: string, stored: boolean): Promise<void> {
+  /**
+   * A room is about to write its first row of an instance (stored), to be
+   * asked at `due` whether its storage can go; or (not stored, from rooms of
+   * earlier versions) it gave its storage back.
+   */
+  async storage(room: string, stored: boolean, due?: number): Promise<void> {
     if (!isValidRoomName(room)) return;
-    this.#directory.set(room, stored);
+    if (!stored) {
+      this.#directory.remove(room);
+      return;
+    }
+    const at = due !== undefined && Number.isSafeInteger(due) ? due : Date.now();
+    this.#directory.add(room, at);
+    this.#storageSweep.listed(room);
+    await this.#armAlarm(at);
+  }
+
+  /** A listed room with no sockets says when to ask it whether its storage can go. */
+  async storageDue(room: string, due: number): Promise<void> {
+    if (!isValidRoomName(room) || !Number.isSafeInteger(due)) return;
+    this.#directory.moveDue(room, due, SWEEP_GAP_MS);
+    await this.#armAlarm(due);
   }
 
   /** Whether `room` holds storage or sockets: whether looking at it can find anything. */
@@ -95,7 +123,12 @@ export class Coordinator extends DurableObject<Record<string, unknown>> {
     this.#registry.apply(report, now + this.#config.ttlMs, now + this.#config.refreshBelowMs);
     // Deltas add up in any order, so even a report too old for the registry counts here.
     if (report.delta) this.#totals.add(report.delta);
-    await this.#armSweep();
+    // An empty room says when its storage can go: it is asked then.
+    if (report.connections === 0 && report.due !== undefined && Number.isSafeInteger(report.due)) {
+      this.#directory.moveDue(report.room, report.due, SWEEP_GAP_MS);
+      await this.#armAlarm(report.due);
+    }
+    await this.#armAlarm(now + this.#registrySweepMs());
   }
 
   /** A hub's report of its multiplexed connections (edge or heartbeat). */
@@ -107,7 +140,7 @@ export class Coordinator extends DurableObject<Record<string, unknown>> {
     }
     this.#hubs.apply(report, Date.now() + this.#config.ttlMs);
     if (report.delta) this.#totals.add(report.delta);
-    await this.#armSweep();
+    await this.#armAlarm(Date.now() + this.#registrySweepMs());
   }
 
   /** Counts that happen outside rooms (the worker's refusals and broadcasts), added to this shard's totals. */
@@ -145,11 +178,16 @@ export class Coordinator extends DurableObject<Record<string, unknown>> {
     return { ...result, next };
   }
 
+  /** Expired registry entries go; rooms whose storage may go are asked (storage-sweep.ts). */
   override async alarm(): Promise<void> {
-    this.#sweepArmed = false;
+    this.#alarmAt = null;
     const now = Date.now();
     const left = this.#registry.sweep(now) + this.#hubs.sweep(now);
-    if (left > 0) await this.#armSweep();
+    const more = await this.#storageSweep.run(now);
+    const after = Date.now() + SWEEP_GAP_MS;
+    const due = more ? after : this.#directory.nextDue();
+    if (due !== null) await this.#armAlarm(Math.max(due, after));
+    if (left > 0) await this.#armAlarm(Date.now() + this.#registrySweepMs());
   }
 
   async #fanOut(message: BroadcastMessage, rooms: string[]): Promise<FanOutResult> {
@@ -167,12 +205,16 @@ export class Coordinator extends DurableObject<Record<string, unknown>> {
     );
   }
 
-  /** Keeps an alarm set while the registry holds rows, so expired entries are reclaimed. */
-  async #armSweep(): Promise<void> {
-    if (this.#sweepArmed) return;
-    if ((await this.ctx.storage.getAlarm()) === null) {
-      await this.ctx.storage.setAlarm(Date.now() + Math.min(this.#config.ttlMs, 86_400_000));
-    }
-    this.#sweepArmed = true;
+  /** How long after a report its entry's sweep may wait: expired entries are reclaimed within a TTL. */
+  #registrySweepMs(): number {
+    return Math.min(this.#config.ttlMs, 86_400_000);
+  }
+
+  /** Makes sure the alarm runs by `at` (one set alarm serves the registry's sweep and the directory's questions). */
+  async #armAlarm(at: number): Promise<void> {
+    if (this.#alarmAt !== null && this.#alarmAt <= at) return;
+    const current = await this.ctx.storage.getAlarm();
+    if (current === null || current > at) await this.ctx.storage.setAlarm(at);
+    this.#alarmAt = current === null || current > at ? at : current;
   }
 }

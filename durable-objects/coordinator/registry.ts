@@ -27,6 +27,11 @@ export interface RoomReport {
   at: number;
   /** Counters that grew since the room's last successful report (service-wide metrics). */
   delta?: RoomCounterValues | null;
+  /**
+   * From a room with no sockets that holds storage: when its shard should ask it
+   * whether the storage can go (the directory's `due`, storage-sweep.ts).
+   */
+  due?: number;
 }
 
 /** A live room as the registry lists it (the `GET /rooms` entry of the protocol). */

@@ -20,8 +20,11 @@ export interface PublishResult {
  * gets an `error` event with it.
  */
 export interface PublishRefused {
-  /** `conflict`: the publish's idempotency key was already published with another body (no hook gives it). */
-  error: "bad_request" | "forbidden" | "rate_limited" | "too_large" | "conflict" | "internal";
+  /**
+   * `conflict`: the publish's idempotency key was already published with another body;
+   * `over_capacity`: the room's instance is restarting, retry (no hook gives either).
+   */
+  error: "bad_request" | "forbidden" | "rate_limited" | "too_large" | "conflict" | "over_capacity" | "internal";
   /** Why, in words for people (a hook refusal's `refuse`). */
   message: string;
 }

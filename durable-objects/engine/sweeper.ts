@@ -23,13 +23,13 @@ export interface SweeperHost {
   /** Sockets of the room held by other objects (a sharded room's leaves): while there are any, the room is live. */
   otherSockets(): number;
   /**
-   * When the object wants its alarm for work of its own, or null: with no socket anywhere
-   * (`live` false) a room gives its storage back from it; any object may have work that is due
-   * sooner than the next sweep. The alarm is set for the earliest of that and the sweep.
+   * When the object wants its alarm for work of its own (a room's webhook
+   * deliveries), or null; it may be due sooner than the next sweep, or with no
+   * socket at all. The alarm is set for the earliest of that and the sweep.
    */
-  alarmWanted(now: number, live: boolean): number | null;
+  alarmWanted(now: number): number | null;
   /** At the alarm, after the sweep: that work. The alarm is then set again. */
-  onAlarm(now: number, live: boolean): Promise<void>;
+  onAlarm(now: number): Promise<void>;
   /** For logs. */
   name(): string | null;
 }
@@ -44,8 +44,7 @@ export interface SweeperHost {
  *   runtime, no frame) are closed with 4010. A socket's last frame time is
  *   kept in its attachment, so this holds whether or not the object slept;
  * - while the object has sockets, the alarm is the heartbeat of its reports;
- *   the object's own work (giving storage back once it has none, anything
- *   else that falls due) runs from it too.
+ *   the object's own work that falls due runs from it too.
  */
 export class Sweeper {
   readonly #ctx: DurableObjectState;
@@ -97,9 +96,8 @@ export class Sweeper {
     this.#alarmAt = 0;
     const now = Date.now();
     this.sweep(now);
-    const live = this.#live();
-    if (live) this.#host.heartbeat();
-    await this.#host.onAlarm(now, live);
+    if (this.#live()) this.#host.heartbeat();
+    await this.#host.onAlarm(now);
     await this.ensureAlarm();
   }
 
@@ -129,7 +127,7 @@ export class Sweeper {
     const live = this.#live();
     const interval = this.#options.nudge ? this.#options.idleTimeoutMs / 2 : this.#options.idleTimeoutMs;
     const sweep = live && interval > 0 ? now + interval : null;
-    const work = this.#host.alarmWanted(now, live);
+    const work = this.#host.alarmWanted(now);
     const want = sweep === null ? work : work === null ? sweep : Math.min(sweep, work);
     if (want === null || (this.#alarmAt !== 0 && this.#alarmAt <= want)) return null;
     return want;

@@ -1,4 +1,4 @@
-import { resumePointOf, type PresencePage, type RoomStats, type RootRequests } from "../../protocol";
+import { resumePointOf, type PresencePage, type RoomCounterValues, type RoomStats, type RootRequests } from "../../protocol";
 import { bodyHash } from "../../common/body-hash";
 import { LEAF_FULL_HEADER } from "../../common/edge-requests";
 import { logEvent } from "../../common/log";
@@ -30,11 +30,24 @@ import { historyPage, type PageAnswer, type PageQuery } from "./storage/history-
 import { MetaStore } from "./storage/meta-store";
 import { keyedPublish, type KeyedPublish } from "./storage/publish-keys";
 import { RoomStorage, storedRoomName } from "./storage/room-storage";
-import { StorageReclaim, type ReclaimHost } from "./storage/storage-reclaim";
+import { StorageReclaim, type GiveBackAnswer, type ReclaimHost } from "./storage/storage-reclaim";
 import { webhookTarget } from "./webhooks/webhook-target";
 import { Webhooks, type WebhooksHost } from "./webhooks/webhooks";
 
 const NO_WEBHOOKS = null;
+/** Present while the room holds storage its shard's directory does not list (a report that failed). */
+const UNLISTED_KEY = "unlisted";
+/** How much later than its history bound from now a room asks to be asked, when it lists itself before a write. */
+const LIST_MARGIN_MS = 1000;
+/** A room its shard's directory could not list is listed again from its alarm after this long, if no write did it first. */
+const LIST_RETRY_MS = 60_000;
+/**
+ * A room whose last socket just left keeps its storage at least this long, so
+ * that a page reload resumes under the same epoch even when nothing was published.
+ */
+const EMPTIED_HOLD_MS = 10_000;
+/** An instance that ends itself waits this long first, for the answer it is giving to leave. */
+const END_DELAY_MS = 100;
 
 /**
  * A room's parts, wired: its storage (RoomStorage: meta, history, keys,
@@ -71,6 +84,16 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   readonly #privatePusherRoom: boolean;
   /** Whether this instance has told the directory that the room holds storage. */
   #listed = false;
+  /** When to list the room again from the alarm, its directory report having failed (0: not needed). */
+  #listRetryAt = 0;
+  /** Whether this instance is ending itself (endSoon). */
+  #ending = false;
+  /** Whether this instance told the room's shard when to ask for its storage since it last had sockets. */
+  #dueTold = false;
+  /** Upgrades and publishes in flight: the storage does not go under them. */
+  #writes = 0;
+  /** When this instance's last socket left (0: none did). */
+  #emptiedAt = 0;
   /** Whether the room (its own sockets and its followers') was last reported as having sockets. */
   #occupied = false;
   /** Requests this instance received, by kind: what a sharded room's root is asked (GET /rooms/{room}). */
@@ -82,11 +105,13 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     const limits = readLimits(env);
     this.limits = limits;
     const meta = new MetaStore(ctx.storage.sql);
-    // Every room is addressed by its name, and the runtime gives a named object its name, except
-    // one that its alarm starts after a restart (workerd 2026-04-26): that one has the name the
-    // room stored with its first write.
+    // Every room is addressed by its name, and the runtime gives an instance its name, except one
+    // it starts for an alarm (workerd 2026-04-26; locally, also a request that reaches the object
+    // while that instance, or the runtime's record of it, lives): that one has the name the room
+    // stored with its first write. With no storage there is no name to read, and nothing that
+    // needs one: the instance was started for an alarm the storage no longer holds, and ends
+    // itself at its first call (`unnamed`, room.ts).
     this.#room = ctx.id.name ?? storedRoomName(meta) ?? "";
-    if (this.#room === "") logEvent("error", { where: "room", problem: "the object has no name: rooms must be addressed with idFromName" });
     this.retention = retentionFor(this.#room, historyRules(env), limits);
     this.#privatePusherRoom = isPrivatePusherRoom(this.#room);
     this.storage = new RoomStorage(ctx.storage, meta, this.retention, limits);
@@ -131,6 +156,30 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     return this.#room;
   }
 
+  /** The instance knows no name for its room (see the constructor): it serves nothing and ends itself. */
+  get unnamed(): boolean {
+    return this.#room === "";
+  }
+
+  /**
+   * Ends this instance once the current call has answered, so that the next
+   * call, which names the room, starts it afresh. Locally an instance the
+   * runtime started without its name hands the same namelessness to every
+   * later start of the object until the runtime forgets it (about a minute
+   * after its last call); ending it ends that too.
+   */
+  endSoon(): void {
+    if (this.#ending) return;
+    this.#ending = true;
+    this.#ctx.waitUntil(
+      new Promise((resolve) => setTimeout(resolve, END_DELAY_MS)).then(() => {
+        // A socket or a write that arrived meanwhile stores the name again (list): the instance stays.
+        this.#ending = this.unnamed || (this.engine.size === 0 && this.#writes === 0 && !this.storageExists());
+        if (this.#ending) this.#ctx.abort("a room instance without its name ends itself");
+      }),
+    );
+  }
+
   /** Every socket of the room on this object, as hook connections. */
   *connections(): IterableIterator<Connection<Data>> {
     for (const socket of this.engine.delivery.sockets()) yield this.hooks.connection(socket);
@@ -142,6 +191,15 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
 
   /** A WebSocket upgrade the edge forwarded (already validated there): a socket here, a placement on the leaves, or a refusal. */
   async upgrade(request: Request): Promise<Response> {
+    this.#writes += 1;
+    try {
+      return await this.#upgrade(request);
+    } finally {
+      this.#writes -= 1;
+    }
+  }
+
+  async #upgrade(request: Request): Promise<Response> {
     await this.list();
     // Past ROOM_SHARD_SOCKETS of its own, the room hands the edge a placement on its leaves.
     const placement = await this.followers.set.place(this.engine.size, request.headers.get(LEAF_FULL_HEADER));
@@ -172,6 +230,15 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
       this.counters.refused("forbidden");
       return { refused: { error: "forbidden", message: "a private Pusher channel's room takes broadcasts only where a publish key guards them" } };
     }
+    this.#writes += 1;
+    try {
+      return await this.#publish(dataJson, options);
+    } finally {
+      this.#writes -= 1;
+    }
+  }
+
+  async #publish(dataJson: string, options: PublishOptions): Promise<PublishOutcome> {
     await this.list();
     // A key names the data as it arrived, before any hook: a socket's on a leaf is in the sockets' space.
     const retry =
@@ -204,8 +271,25 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     if (dataJson === undefined) throw new TypeError("a message must be a JSON value");
     const bytes = utf8Length(dataJson);
     if (bytes > this.limits.MAX_MESSAGE_BYTES) throw new RangeError(`message is ${bytes} bytes as JSON, over ${this.limits.MAX_MESSAGE_BYTES}`);
-    await this.list();
-    return this.#publishing.publish(dataJson);
+    this.#writes += 1;
+    try {
+      await this.list();
+      return await this.#publishing.publish(dataJson);
+    } finally {
+      this.#writes -= 1;
+    }
+  }
+
+  // -------------------------------------------------------------------------
+  // Storage (RPC from the room's coordinator shard)
+  // -------------------------------------------------------------------------
+
+  /** The room's shard asks whether its storage can go (storage-reclaim.ts): it goes, or the room says when to ask again. */
+  async giveBack(): Promise<GiveBackAnswer> {
+    const answer = await this.#reclaim.giveBack(Date.now());
+    // An instance started without its name must not outlive the storage that named it (endSoon).
+    if (answer.gone && this.#ctx.id.name === undefined) this.endSoon();
+    return answer;
   }
 
   // -------------------------------------------------------------------------
@@ -263,7 +347,11 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     const occupied = connections > 0;
     if (occupied === this.#occupied) return;
     this.#occupied = occupied;
-    this.#registration.occupancyChanged(this.#room, connections, this.#memberCount());
+    if (!occupied) this.#emptiedAt = Date.now();
+    // Emptied, a room that holds storage tells its shard, in the same report, when to ask for it.
+    const due = occupied ? null : this.#reclaim.dueAt();
+    this.#dueTold = due !== null;
+    this.#registration.occupancyChanged(this.#room, connections, this.#memberCount(), due ?? undefined);
     if (!occupied) this.#background(this.engine.sweeper.ensureAlarm());
   }
 
@@ -279,17 +367,28 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     return this.followers.set.connections;
   }
 
-  alarmWanted(now: number, live: boolean): number | null {
+  alarmWanted(now: number): number | null {
     const webhooks = this.webhooks?.alarmWanted(now) ?? null;
-    // A room whose webhooks still need its storage does not plan to give it back: their own alarm comes first.
-    const reclaim = live || this.webhooks?.holdsStorage ? null : this.#reclaim.alarmAt(now);
-    if (webhooks === null) return reclaim;
-    return reclaim === null ? webhooks : Math.min(webhooks, reclaim);
+    const list = this.#listRetryAt === 0 ? null : this.#listRetryAt;
+    if (webhooks === null) return list;
+    return list === null ? webhooks : Math.min(webhooks, list);
   }
 
-  async onAlarm(now: number, live: boolean): Promise<void> {
+  async onAlarm(now: number): Promise<void> {
+    // An alarm finds no socket in an instance that never had one: they went with a restart or a
+    // crash, and their clients may be reconnecting (EMPTIED_HOLD_MS).
+    if (this.#emptiedAt === 0 && this.#connections() === 0) this.#emptiedAt = now;
+    const held = this.webhooks?.holdsStorage ?? false;
     if (this.webhooks) await this.webhooks.onAlarm(now);
-    if (!live && !this.webhooks?.holdsStorage) await this.#reclaim.onAlarm(now);
+    // Its webhook events sent, or its sockets gone without a word (a restart, a crash): the room
+    // tells its shard when to ask for its storage.
+    const due = held || !this.#dueTold ? this.#reclaim.dueAt() : null;
+    if (due !== null) {
+      this.#registration.storageDue(this.#room, due);
+      this.#dueTold = true;
+    }
+    // Not listed by the instance that wrote (its report failed): listed now, whichever instance this is.
+    if (!this.#listed && this.storage.meta.get(UNLISTED_KEY) !== null) await this.list();
   }
 
   // -------------------------------------------------------------------------
@@ -307,8 +406,6 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
 
   afterFlush(now: number): void {
     this.engine.sweeper.maybeSweep(now);
-    // A room published into with nobody listening still needs its alarm, to give its storage back later.
-    if (this.engine.size === 0 && this.engine.sweeper.alarmNeeded()) this.#background(this.engine.sweeper.ensureAlarm());
   }
 
   // -------------------------------------------------------------------------
@@ -328,17 +425,22 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   }
 
   heldUntil(): number {
-    return this.webhooks?.heldUntil() ?? 0;
+    return Math.max(this.webhooks?.heldUntil() ?? 0, this.#emptiedAt === 0 ? 0 : this.#emptiedAt + EMPTIED_HOLD_MS);
   }
 
-  quiet(): boolean {
-    // Followers are retired before the room's storage goes (their directory is in it); webhook events
-    // and the record of what the receiver was told are in it too.
-    return this.counters.unreported() === null && this.followers.set.size === 0 && !this.webhooks?.holdsStorage;
+  inUse(): boolean {
+    // Webhook events and the record of what the receiver was told are in the storage.
+    return this.#connections() > 0 || (this.webhooks?.holdsStorage ?? false);
   }
 
-  reportEmpty(): void {
-    this.#registration.occupancyChanged(this.#room, 0, this.#memberCount());
+  busy(): boolean {
+    // Followers are retired before the room's storage goes (their directory is in it); a write in
+    // flight (its listing awaited, its flush to come) lands first.
+    return this.followers.set.size > 0 || this.#writes > 0;
+  }
+
+  unreported(): RoomCounterValues | null {
+    return this.counters.unreported();
   }
 
   async reclaim(): Promise<void> {
@@ -350,7 +452,7 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     this.#publishing.reset();
     this.webhooks?.reset();
     this.#listed = false;
-    await this.#registration.storage(this.#room, false);
+    this.#listRetryAt = 0;
   }
 
   // -------------------------------------------------------------------------
@@ -388,15 +490,28 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   /**
    * Before this instance writes: the directory learns that the room holds
    * storage, so the worker will show it to those who look (it shows nothing
-   * for rooms it does not know, to create nothing). Once per instance, which
-   * also heals a report that was lost.
+   * for rooms it does not know, to create nothing), and the shard will ask
+   * the room for its storage once its history could have aged out. Once per
+   * instance, which also heals a report that was lost; a report that fails
+   * is made again by the next write, or from the alarm.
    */
   async list(): Promise<void> {
-    if (this.#listed) return;
+    if (this.#listed || this.#room === "") return;
     this.#listed = true;
-    // Kept for an instance its alarm starts without a name (constructor); read once per instance.
+    // Kept for an instance the runtime starts without its name (constructor); read once per instance.
     this.storage.keepName(this.#room);
-    await this.#registration.storage(this.#room, true);
+    // The write this precedes lands within a flush or so: a second more spares a question asked just before its time.
+    const due = Math.max(this.#reclaim.dueAt() ?? 0, Date.now() + this.retention.maxAgeSeconds * 1000 + LIST_MARGIN_MS);
+    if (await this.#registration.storage(this.#room, due)) {
+      this.#listRetryAt = 0;
+      if (this.storage.meta.get(UNLISTED_KEY) !== null) this.storage.meta.delete(UNLISTED_KEY);
+      return;
+    }
+    // Unlisted, nobody would ask for the storage: noted in it, for the alarm to list it.
+    this.#listed = false;
+    this.storage.meta.set(UNLISTED_KEY, "1");
+    this.#listRetryAt = Date.now() + LIST_RETRY_MS;
+    this.#background(this.engine.sweeper.ensureAlarm());
   }
 
   /** Work that must not hold up the caller, and whose failure is logged rather than thrown. */

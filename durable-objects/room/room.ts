@@ -16,9 +16,14 @@ import type {
 import type { PageAnswer, PageQuery } from "./storage/history-pages";
 import type { PublishOptions } from "./publishing";
 import { RoomCore } from "./room-core";
+import type { GiveBackAnswer } from "./storage/storage-reclaim";
 
 export type { PublishOptions } from "./publishing";
 export type { PublishOutcome, PublishRefused, PublishResult } from "../engine/publish-outcome";
+export type { GiveBackAnswer } from "./storage/storage-reclaim";
+
+/** What an instance that knows no name for its room answers (room-core.ts `unnamed`): it ends itself, and a retry finds the room. */
+const RESTARTING = "the room is restarting; retry";
 
 type Awaitable<T> = T | Promise<T>;
 
@@ -218,6 +223,10 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
 
   /** Accepts a WebSocket upgrade forwarded by the worker (already validated there). */
   override async fetch(request: Request): Promise<Response> {
+    if (this.#core.unnamed) {
+      this.#core.endSoon();
+      return Response.json({ error: "over_capacity", message: RESTARTING }, { status: 503, headers: { "Retry-After": "1" } });
+    }
     try {
       return await this.#core.upgrade(request);
     } catch (error) {
@@ -239,6 +248,10 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
    * @returns the message's seq and recipients (or `duplicate: true`), or `{ refused }`.
    */
   async publish(dataJson: string, options: PublishOptions = {}): Promise<PublishOutcome> {
+    if (this.#core.unnamed) {
+      this.#core.endSoon();
+      return { refused: { error: "over_capacity", message: RESTARTING } };
+    }
     return this.#core.publish(dataJson, options);
   }
 
@@ -273,6 +286,15 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
   }
 
   /**
+   * The room's coordinator shard asks whether the room's storage can go: it
+   * goes if nothing can still ask for it (no socket, history aged out), or the
+   * answer says when to ask again (docs/security.md#room-names-and-storage).
+   */
+  async giveBack(): Promise<GiveBackAnswer> {
+    return this.#core.giveBack();
+  }
+
+  /**
    * Closes every socket with `code` so clients reconnect and resume.
    *
    * @param [code=1012] the close code (SERVICE_RESTART).
@@ -296,6 +318,15 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
   /** `GET /rooms/{room}`. */
   async stats(): Promise<RoomStats> {
     return this.#core.stats();
+  }
+
+  /** The runtime's alarm: the room's sweep and webhooks; an instance with no name for its room has nothing to do and ends. */
+  override async alarm(): Promise<void> {
+    if (this.#core.unnamed) {
+      this.#core.endSoon();
+      return;
+    }
+    await super.alarm();
   }
 
   // -------------------------------------------------------------------------

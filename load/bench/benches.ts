@@ -3,6 +3,7 @@ import type { Bench } from "../src/kit/bench";
 import broadcast from "./broadcast";
 import compare from "./compare";
 import cursor from "./cursor";
+import endlessUpload from "./endless-upload";
 import faultSoak from "./fault-soak";
 import history from "./history";
 import hookSeam from "./hook-seam";
@@ -17,7 +18,8 @@ import pusher from "./pusher";
 import roomsChurn from "./rooms-churn";
 import runtimeFloor from "./runtime-floor";
 import sharded from "./sharded";
+import storageCost from "./storage-cost";
 import webhooks from "./webhooks";
 
 
-export const BENCHES: readonly Bench[] = [compare, runtimeFloor, multiplex, sharded, hookSeam, pusher, publish, publishBatch, publishProfile, newRooms, broadcast, presence, webhooks, history, cursor, roomsChurn, pressure, faultSoak];
+export const BENCHES: readonly Bench[] = [compare, runtimeFloor, multiplex, sharded, hookSeam, pusher, publish, publishBatch, publishProfile, newRooms, storageCost, endlessUpload, broadcast, presence, webhooks, history, cursor, roomsChurn, pressure, faultSoak];

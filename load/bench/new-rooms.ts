@@ -3,7 +3,8 @@ import { Agent, request } from "node:http";
 import { readChoice } from "../src/kit/args";
 import { defineBench, log } from "../src/kit/bench";
 import { countFds, countMaps, readCpuUs, readRssBytes } from "../src/kit/proc";
-import { Server } from "../src/kit/server";
+import { medianTable, interleaved, type MetricRow } from "../src/kit/rounds";
+import { Server, type ServerSpec } from "../src/kit/server";
 import { paced, sleep } from "../src/kit/time";
 import { percentileOfSorted } from "../src/stats/percentile";
 
@@ -84,6 +85,24 @@ async function phase(server: Server, rooms: string[], inFlight: number, limitMs 
   };
 }
 
+/** Figures of a burst that compare across rounds: the median of each is printed, with its spread. */
+const BURST_METRICS: readonly MetricRow[] = [
+  ["ok", "burst: answered 200", 0],
+  ["otherStatuses", "burst: answered otherwise", 0],
+  ["connectionErrors", "burst: connection errors", 0],
+  ["errorLines", "server output: error lines", 0],
+  ["perSecond", "burst: publishes/s", 0],
+  ["cpuPerPublishUs", "burst: server CPU per publish (µs)", 0],
+  ["p50", "burst: latency p50 (ms)", 0],
+  ["p99", "burst: latency p99 (ms)", 0],
+  ["peakRssMb", "burst: peak workerd RSS (MB)", 0],
+  ["afterRssMb", "workerd RSS after (MB; --age: age + 12 s)", 0],
+  ["firstExtraUs", "first publish's extra CPU (µs)", 0],
+];
+
+/** What the server printed that names a failure (its usual lines do not). */
+const ERROR_LINE = /error|fail|abort|overload|exceed|refus|reset|kill|timeout|exited|signal|SQLITE_/i;
+
 export default defineBench({
   name: "new-rooms",
   title: "what a room's first publish costs, and a burst of publishes into new rooms",
@@ -94,21 +113,35 @@ export default defineBench({
 2. burst: --burst publishes, each into a room of its own, --in-flight at once on keep-alive connections; every
    publish ends in an HTTP answer (counted by status) or a connection error (counted by cause), and the
    server's log lines that mention an error are kept for the reader.
+--age sets HISTORY_MAX_AGE_SECONDS of ours (and before), so that rooms give their storage back while the burst
+still runs; --before DIR adds the target "before": the local server of another checkout (built there: npm run
+build), the code before a change side by side with this one; --rounds N runs every target N times, interleaved
+(the order rotated each round), and prints each figure's median with its lowest, highest and spread.
 Bounded: every request has a 30 s timeout, the burst stops after 300 s. Build first: npm run build.`,
   options: {
-    targets: { default: "ours,bare,bare-durable", help: "of ours, bare, bare-durable" },
+    targets: { default: "ours,bare,bare-durable", help: "of ours, before, bare, bare-durable" },
     first: { default: "300", help: "new rooms published into one at a time" },
     burst: { default: "10000", help: "publishes of the burst, each into a room of its own" },
     "in-flight": { default: "20", help: "publishes of the burst in flight at once" },
     gate: { default: "off", help: "our server's accept gate: off or auto" },
     port: { default: "18721", help: "port of each target in turn" },
+    age: { help: "HISTORY_MAX_AGE_SECONDS of ours and before (the server's default when absent)" },
+    before: { help: "the checkout the target before runs (built there)" },
+    rounds: { default: "1", help: "runs of every target, interleaved" },
   },
   async run(args) {
     const gate = readChoice(args.text("gate"), "gate", ["off", "auto", "on"], "off");
-    const [first, burstCount, inFlight] = [args.int("first", { min: 1 }), args.int("burst", { min: 1 }), args.int("in-flight", { min: 1 })];
-    const results = [];
-    for (const target of args.list("targets")) {
-      const server = await Server.start({ kind: target, port: args.int("port"), ...(target === "ours" ? { gate } : {}) });
+    const [first, burstCount, inFlight, rounds] = [args.int("first", { min: 1 }), args.int("burst", { min: 1 }), args.int("in-flight", { min: 1 }), args.int("rounds", { min: 1 })];
+    const age = args.has("age") ? String(args.int("age", { min: 1 })) : undefined;
+    const before = args.text("before");
+    const targets = args.list("targets");
+    if (targets.includes("before") && before === undefined) throw new Error("the target before needs --before DIR");
+    const specOf = (target: string): ServerSpec => {
+      if (target !== "ours" && target !== "before") return { kind: target, port: args.int("port") };
+      return { kind: "ours", port: args.int("port"), gate, ...(age === undefined ? {} : { vars: { HISTORY_MAX_AGE_SECONDS: age } }), ...(target === "before" ? { checkout: before } : {}) };
+    };
+    const byTarget = await interleaved(targets, rounds, async (target, round) => {
+      const server = await Server.start(specOf(target));
       const tag = Math.random().toString(36).slice(2, 8);
       // Code paths compiled before anything is measured: a few rooms that are not counted.
       await phase(server, Array.from({ length: 50 }, (_, i) => `warm-${tag}-${i}`), 1);
@@ -116,35 +149,57 @@ Bounded: every request has a 30 s timeout, the burst stops after 300 s. Build fi
       const firstPhase = await phase(server, rooms, 1);
       const again = await phase(server, rooms, 1);
       const burst = await phase(server, Array.from({ length: burstCount }, (_, i) => `burst-${tag}-${i}`), inFlight, 300_000);
-      await sleep(1000);
+      // With --age, until the burst's last rooms could have given their storage back and been evicted (10 s idle).
+      await sleep(age === undefined ? 1000 : (Number(age) + 12) * 1000);
+      const rssAfter = readRssBytes(server.pid);
+      const afterRssMb = rssAfter === undefined ? null : Math.round(rssAfter / 1048576);
       // What the server said (the tail of its output: the burst is the last thing it did), beyond its usual lines.
       const lines = server.output().split("\n");
-      const logged = lines.filter((l) => /error|fail|abort|overload|exceed|refus|reset|kill|timeout|exited|signal/i.test(l));
+      const logged = lines.filter((l) => ERROR_LINE.test(l));
       const result = {
         serverTail: burst.serverAlive ? undefined : lines.slice(-30),
         target,
-        gate: target === "ours" ? gate : "none",
+        round,
+        gate: target === "ours" || target === "before" ? gate : "none",
+        age: target === "ours" || target === "before" ? (age ?? null) : null,
         first: firstPhase,
         again,
         firstPublishExtraCpuUs: (firstPhase.serverCpuPerPublishUs ?? 0) - (again.serverCpuPerPublishUs ?? 0),
         burst,
+        afterRssMb,
         burstLogLines: logged.length,
         burstLogSample: [...new Set(logged.map((l) => l.slice(0, 400)))].slice(0, 12),
       };
-      results.push(result);
       console.log(JSON.stringify(result));
       await server.stop();
       await sleep(1000);
-    }
+      const ok = burst.statuses["200"] ?? 0;
+      const summary: Record<string, number | undefined> = {
+        ok,
+        otherStatuses: burst.answered - ok,
+        connectionErrors: Object.values(burst.connectionErrors).reduce((a, b) => a + b, 0),
+        errorLines: logged.length,
+        perSecond: burst.perSecond,
+        cpuPerPublishUs: burst.serverCpuPerPublishUs ?? undefined,
+        p50: burst.latencyMs.p50,
+        p99: burst.latencyMs.p99,
+        peakRssMb: burst.server.peakRssMb,
+        afterRssMb: afterRssMb ?? undefined,
+        firstExtraUs: result.firstPublishExtraCpuUs,
+      };
+      return { result, summary };
+    });
+    const results = [...byTarget.values()].flat().map((r) => r.result);
     log(
-      ["target        first: CPU/publish  p50 ms   warm: CPU/publish  p50 ms   first publish extra   burst: answered  statuses  connection errors  s"]
+      ["target        round  first: CPU/publish  p50 ms   warm: CPU/publish  p50 ms   first publish extra   burst: answered  statuses  connection errors  s"]
         .concat(
           results.map(
             (r) =>
-              `${r.target.padEnd(12)}  ${`${r.first.serverCpuPerPublishUs} ± ${r.first.serverCpuPlusMinusUs} µs`.padStart(18)}  ${String(r.first.latencyMs.p50).padStart(6)}  ${`${r.again.serverCpuPerPublishUs} ± ${r.again.serverCpuPlusMinusUs} µs`.padStart(17)}  ${String(r.again.latencyMs.p50).padStart(6)}  ${`${r.firstPublishExtraCpuUs} µs`.padStart(19)}   ${`${r.burst.answered}/${r.burst.publishes}`.padStart(14)}  ${JSON.stringify(r.burst.statuses)}  ${JSON.stringify(r.burst.connectionErrors)}  ${r.burst.seconds}`,
+              `${r.target.padEnd(12)}  ${String(r.round + 1).padStart(5)}  ${`${r.first.serverCpuPerPublishUs} ± ${r.first.serverCpuPlusMinusUs} µs`.padStart(18)}  ${String(r.first.latencyMs.p50).padStart(6)}  ${`${r.again.serverCpuPerPublishUs} ± ${r.again.serverCpuPlusMinusUs} µs`.padStart(17)}  ${String(r.again.latencyMs.p50).padStart(6)}  ${`${r.firstPublishExtraCpuUs} µs`.padStart(19)}   ${`${r.burst.answered}/${r.burst.publishes}`.padStart(14)}  ${JSON.stringify(r.burst.statuses)}  ${JSON.stringify(r.burst.connectionErrors)}  ${r.burst.seconds}`,
           ),
         )
         .join("\n"),
     );
+    log(medianTable([...byTarget].map(([name, runs]) => ({ name, rounds: runs })), BURST_METRICS, rounds));
   },
 });

@@ -1,5 +1,6 @@
 import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { endlessUpload } from "../../load/src/kit/endless-upload";
 import { startServer, type LocalServer } from "../helpers/server";
 
 // Publish and broadcast bodies: the limit bounds what is stored and sent, an
@@ -94,6 +95,30 @@ describe("oversize uploads", () => {
       }
     });
   }
+});
+
+describe("an upload that never ends", () => {
+  /** The 413 comes once the body is 16 MiB past the limit (docs/security.md, "Oversize and broken uploads"). */
+  const DRAIN = 16 * 1024 * 1024;
+  /**
+   * What else the writer gets rid of: the 1 MiB the gate may still read and drop once the
+   * connection is closing, and what the sockets between hold (the client's send buffer, up to
+   * 4 MiB by net.ipv4.tcp_wmem, the gate's receive buffer, its socket to workerd). A bound, not
+   * a measure: the runs here ended at 20-24 MB (over 1 GB before the gate bounded what it drops).
+   */
+  const IN_SOCKETS = 12 * 1024 * 1024;
+
+  it("is refused within the drain every time, however fast it is written: 413 or a close, through the gate and directly", async () => {
+    for (const server of [gated, direct]) {
+      for (let run = 0; run < 5; run++) {
+        const upload = await endlessUpload({ port: server.port });
+        expect(upload.ended).toBe(true);
+        if (upload.status !== null) expect(upload.status).toBe("413");
+        expect(upload.taken).toBeLessThan(MAX + DRAIN + IN_SOCKETS);
+      }
+      expect(server.output()).not.toContain('"event":"error"');
+    }
+  }, 120_000);
 });
 
 describe("malformed framing", () => {

@@ -48,8 +48,9 @@ describe("room storage lifecycle", () => {
     const grown = roomFiles();
     expect(grown.bytes).toBeGreaterThan(8192);
 
-    // No socket, and its one message is older than HISTORY_MAX_AGE_SECONDS soon: the room reports
-    // its counters, deletes its storage and leaves the directory.
+    // No socket, and its one message is older than HISTORY_MAX_AGE_SECONDS soon: its coordinator
+    // shard asks it then, and it deletes its storage, its counters going back with the answer, and
+    // leaves the directory.
     const status = await readUntil(async () => (await fetch(`${server.url}/rooms/${room}`)).status, (s) => s === 404, { timeoutMs: 40_000, everyMs: 200, what: "the room's storage to go" });
     expect(status).toBe(404);
     // What is left on disk is an empty database stub of one page.

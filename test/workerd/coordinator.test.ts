@@ -2,7 +2,12 @@ import { env, exports } from "cloudflare:workers";
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { readCoordinatorConfig } from "../../common/coordinator-config";
+import type { RoomCounterValues } from "../../protocol";
+import { zeroCounters } from "../../common/counters";
 import type { Coordinator } from "../../durable-objects/coordinator/coordinator";
+import { Directory } from "../../durable-objects/coordinator/directory";
+import { StorageSweep } from "../../durable-objects/coordinator/storage-sweep";
+import type { GiveBackAnswer } from "../../durable-objects/room/storage/storage-reclaim";
 import { fanOut, type RoomDelivery } from "../../durable-objects/coordinator/fan-out";
 import { prefixUpperBound, Registry } from "../../durable-objects/coordinator/registry";
 import { decodeCursor, encodeCursor, parseBroadcastBody, parseListQuery } from "../../worker/coordinator/requests";
@@ -210,5 +215,127 @@ describe("room registration", () => {
 
     ws.close(1000, "bye");
     await eventually(async () => (await listed(room)) === null, { what: "1 -> 0 report" });
+  });
+});
+
+describe("storage given back when the shard asks", () => {
+  const answers = new Map<string, GiveBackAnswer | Error>();
+  const asked: string[] = [];
+  const countedDeltas: RoomCounterValues[] = [];
+  const sweepOn = (directory: Directory) =>
+    new StorageSweep({
+      directory,
+      ask: async (room) => {
+        asked.push(room);
+        const answer = answers.get(room);
+        if (answer instanceof Error) throw answer;
+        return answer ?? { gone: false, due: null };
+      },
+      counted: (delta) => countedDeltas.push(delta),
+    });
+  const delta = (published: number): RoomCounterValues => ({ ...zeroCounters(), published });
+
+  it("asks the rooms that are due, by name, and keeps or drops each by its answer", async () => {
+    const stub = shardStub(bindings.COORDINATOR, 9_995);
+    const result = await runInDurableObject(stub, async (_instance: Coordinator, state) => {
+      const directory = new Directory(state.storage.sql);
+      const now = Date.now();
+      for (const [room, due] of [["gone-a", now - 3], ["gone-b", now - 2], ["later", now - 1], ["live", now - 1], ["failing", now - 1], ["not-yet", now + 60_000]] as const) {
+        directory.add(room, due);
+      }
+      answers.set("gone-a", { gone: true, delta: delta(2) });
+      answers.set("gone-b", { gone: true, delta: delta(3) });
+      answers.set("later", { gone: false, due: now + 5000 });
+      answers.set("live", { gone: false, due: null });
+      answers.set("failing", new Error("the room's object is overloaded"));
+      const more = await sweepOn(directory).run(now);
+      const rows = state.storage.sql.exec<{ name: string; due: number }>(`SELECT name, due FROM stored_rooms ORDER BY name`).toArray();
+      return { more, rows, now };
+    });
+    expect(result.more).toBe(false);
+    expect([...asked].sort()).toEqual(["failing", "gone-a", "gone-b", "later", "live"]);
+    const dues = new Map(result.rows.map((r) => [r.name, r.due - result.now]));
+    // Gone rooms leave the directory; the others are asked again when they said, in an hour, or in a minute.
+    expect([...dues.keys()]).toEqual(["failing", "later", "live", "not-yet"]);
+    expect(dues.get("later")).toBe(5000);
+    expect(dues.get("live")).toBeGreaterThanOrEqual(3_600_000);
+    expect(dues.get("failing")).toBeGreaterThanOrEqual(60_000);
+    expect(dues.get("not-yet")).toBe(60_000);
+    // One totals write for the whole sweep, with both rooms' counters.
+    expect(countedDeltas).toHaveLength(1);
+    expect(countedDeltas[0]?.published).toBe(5);
+  });
+
+  it("keeps a room that listed itself again while it was asked, to ask it once more", async () => {
+    const stub = shardStub(bindings.COORDINATOR, 9_994);
+    const rows = await runInDurableObject(stub, async (_instance: Coordinator, state) => {
+      const directory = new Directory(state.storage.sql);
+      directory.add("rewritten", Date.now() - 1);
+      let sweep: StorageSweep | null = null;
+      sweep = new StorageSweep({
+        directory,
+        ask: async (room) => {
+          // A publish reached the room after it gave its storage back, and it listed itself before this answer arrived.
+          sweep?.listed(room);
+          return { gone: true, delta: null };
+        },
+        counted: () => undefined,
+      });
+      await sweep.run(Date.now());
+      return state.storage.sql.exec<{ name: string }>(`SELECT name FROM stored_rooms`).toArray();
+    });
+    expect(rows).toEqual([{ name: "rewritten" }]);
+  });
+
+  it("gives a directory written before rooms were asked the column, each of its rooms due at once", async () => {
+    const stub = shardStub(bindings.COORDINATOR, 9_993);
+    const due = await runInDurableObject(stub, (_instance: Coordinator, state) => {
+      const sql = state.storage.sql;
+      sql.exec(`DROP TABLE IF EXISTS stored_rooms`);
+      sql.exec(`CREATE TABLE stored_rooms (name TEXT PRIMARY KEY) WITHOUT ROWID`);
+      sql.exec(`INSERT INTO stored_rooms (name) VALUES ('old-room')`);
+      const directory = new Directory(sql);
+      return { rooms: directory.due(Date.now(), 10), next: directory.nextDue(), has: directory.has("old-room") };
+    });
+    expect(due).toEqual({ rooms: ["old-room"], next: 0, has: true });
+  });
+
+  it("lists a room at its first write, to be asked once its history could have aged out", async () => {
+    const room = "asked-later";
+    const before = Date.now();
+    const res = await worker.fetch(`http://edge.test/rooms/${room}/publish`, { method: "POST", body: "hello" });
+    expect(res.status).toBe(200);
+    const row = await runInDurableObject(shardFor(room), (_instance: Coordinator, state) =>
+      state.storage.sql.exec<{ due: number }>(`SELECT due FROM stored_rooms WHERE name = ?`, room).toArray()[0],
+    );
+    // HISTORY_MAX_AGE_SECONDS is 120 in wrangler.toml.
+    expect(row?.due).toBeGreaterThanOrEqual(before + 120_000);
+    // Asked now, the room says when.
+    const roomStub = bindings.ROOMS.get(bindings.ROOMS.idFromName(room));
+    const answer = await roomStub.giveBack();
+    expect(answer.gone).toBe(false);
+    expect(!answer.gone && answer.due !== null && answer.due >= before + 120_000).toBe(true);
+  });
+
+  it("a room with a socket says it will tell; one that never wrote has nothing to give", async () => {
+    const room = "asked-live";
+    const res = await worker.fetch(`http://edge.test/rooms/${room}/ws`, { headers: { Upgrade: "websocket" } });
+    expect(res.status).toBe(101);
+    const ws = res.webSocket as WebSocket;
+    ws.accept();
+    expect(await bindings.ROOMS.get(bindings.ROOMS.idFromName(room)).giveBack()).toEqual({ gone: false, due: null });
+    ws.close(1000, "bye");
+    expect(await bindings.ROOMS.get(bindings.ROOMS.idFromName("asked-empty")).giveBack()).toEqual({ gone: true, delta: null });
+  });
+
+  it("an instance that knows no name for its room answers retryably, never 500, and reports nothing", async () => {
+    // An object addressed without a name, as the runtime starts one for an alarm: nothing stored names it.
+    const stub = bindings.ROOMS.get(bindings.ROOMS.newUniqueId());
+    expect(await stub.publish('"hello"')).toEqual({ refused: { error: "over_capacity", message: "the room is restarting; retry" } });
+    const again = bindings.ROOMS.get(bindings.ROOMS.newUniqueId());
+    const res = await again.fetch("http://room/rooms/x/ws", { headers: { Upgrade: "websocket" } });
+    expect(res.status).toBe(503);
+    expect(await res.json()).toMatchObject({ error: "over_capacity" });
+    expect(await listed("")).toBeNull();
   });
 });

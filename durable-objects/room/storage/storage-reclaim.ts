@@ -1,19 +1,27 @@
-import { logEvent } from "../../../common/log";
+import type { RoomCounterValues } from "../../../protocol";
 import { KEY_MIN_AGE_MS } from "./idempotency-keys";
+
+/** What a room answers its coordinator shard when the shard asks whether its storage can go (`Room.giveBack`). */
+export type GiveBackAnswer =
+  /** The storage is gone; `delta`: counters the room had not reported yet, for the service's totals. */
+  | { gone: true; delta: RoomCounterValues | null }
+  /** Not yet: ask again at `due`, or (null) once the room has said when (it has sockets, or webhook events wait). */
+  | { gone: false; due: number | null };
 
 /** What giving a room's storage back needs to know and do. */
 export interface ReclaimHost {
   /** Whether the room holds any storage at all. */
   storageExists(): boolean;
-  /** Anything else that keeps the storage until a time (dead webhook events: docs/webhooks.md); 0 when nothing does. */
+  /** Anything else that keeps the storage until a time (a socket that just left, dead webhook events: docs/webhooks.md); 0 when nothing does. */
   heldUntil?(): number;
-  /** True when nothing in flight still needs storage: counters reported, no leaves (their directory is in it). */
-  quiet(): boolean;
-  /** The room is empty: it reports what is unreported, because storage is about to go. */
-  reportEmpty(): void;
+  /** Sockets anywhere (here or on the objects that follow the room), or webhook events still to send: the room says when it is done. */
+  inUse(): boolean;
+  /** Something that needs the storage will be done shortly: leaves still listed in it (they retire), a write in flight. */
+  busy(): boolean;
+  /** Counters not yet reported. */
+  unreported(): RoomCounterValues | null;
   /** Deletes the storage and forgets what memory knew of it. */
   reclaim(): Promise<void>;
-  name(): string | null;
 }
 
 /** When the room's newest message was published (0 when none), and its newest idempotency key stored. */
@@ -22,20 +30,23 @@ export interface StoredTimes {
   newestKeyTs(): number;
 }
 
-/** How long to wait before trying again when an empty room still has counters to report. */
-const RETRY_MS = 10_000;
+/** A busy room is asked again after this long (an empty leaf retires within ROOM_LEAF_RETIRE_MS, a write within a flush). */
+const BUSY_RECHECK_MS = 10_000;
 
 /**
  * A room with no sockets whose history has aged out (and whose idempotency
  * keys have expired) gives its storage back, so that names used once do not
  * keep storage forever. Its next use starts a new history under a new epoch.
- * Runs from the room's alarm when it has no sockets anywhere.
+ *
+ * The room's coordinator shard asks it, by name, once the time the room gave
+ * it has come (the directory's `due`, durable-objects/coordinator/storage-sweep.ts):
+ * the room needs no alarm of its own for it, and so is never started without
+ * its name to do it. Its counters go back with the answer.
  */
 export class StorageReclaim {
   readonly #host: ReclaimHost;
   readonly #stored: StoredTimes;
   readonly #historyMaxAgeMs: number;
-  #retryAt = 0;
 
   constructor(host: ReclaimHost, stored: StoredTimes, historyMaxAgeMs: number) {
     this.#host = host;
@@ -43,25 +54,22 @@ export class StorageReclaim {
     this.#historyMaxAgeMs = historyMaxAgeMs;
   }
 
-  /** When the alarm should run for this (null: the room holds nothing). */
-  alarmAt(now: number): number | null {
-    if (!this.#host.storageExists()) return null;
-    return Math.max(this.#due(), this.#retryAt, now + 1000);
+  /** When to ask the room next, as it stands (null: it will say, or it holds nothing). */
+  dueAt(): number | null {
+    if (!this.#host.storageExists() || this.#host.inUse()) return null;
+    return this.#due();
   }
 
-  async onAlarm(now: number): Promise<void> {
-    if (!this.#host.storageExists() || now < this.#due()) return;
-    if (!this.#host.quiet()) {
-      this.#host.reportEmpty();
-      this.#retryAt = now + RETRY_MS;
-      return;
-    }
-    this.#retryAt = 0;
-    try {
-      await this.#host.reclaim();
-    } catch (error) {
-      logEvent("error", { room: this.#host.name(), where: "reclaim", error: String(error) });
-    }
+  /** The shard asks: the storage goes if nothing can still ask for it, or the room says when to ask again. */
+  async giveBack(now: number): Promise<GiveBackAnswer> {
+    if (!this.#host.storageExists()) return { gone: true, delta: null };
+    if (this.#host.inUse()) return { gone: false, due: null };
+    const due = this.#due();
+    if (now < due) return { gone: false, due };
+    if (this.#host.busy()) return { gone: false, due: now + BUSY_RECHECK_MS };
+    const delta = this.#host.unreported();
+    await this.#host.reclaim();
+    return { gone: true, delta };
   }
 
   /** When the storage holds nothing anyone can still ask for. */

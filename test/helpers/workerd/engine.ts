@@ -83,7 +83,7 @@ export class EngineRig implements EngineHost {
   /** When the host wants its alarm for work of its own (null: never). */
   workAt: number | null = null;
   /** Alarms the host ran its own work in: their `now` and whether the room was live. */
-  readonly worked: Array<{ now: number; live: boolean }> = [];
+  readonly worked: Array<{ now: number }> = [];
 
   constructor(state: DurableObjectState, limits: Partial<Limits> = {}, dialect?: SocketDialect) {
     this.state = state;
@@ -150,8 +150,8 @@ export class EngineRig implements EngineHost {
     return this.workAt;
   }
 
-  async onAlarm(now: number, live: boolean): Promise<void> {
-    this.worked.push({ now, live });
+  async onAlarm(now: number): Promise<void> {
+    this.worked.push({ now });
   }
 
   name(): string {
