@@ -102,6 +102,7 @@ async function storm(port: number, clients: number, channels: number, rounds: nu
       subscribedAt.clear();
       const restartedAt = Date.now();
       await server.restart();
+      const serverBack = Date.now() - restartedAt;
       const back = await waitFor(() => subscribedAt.size === clients, 120_000, 50);
       const lastBack = Math.max(...subscribedAt.values());
       const times = [...subscribedAt.values()].map((t) => t - restartedAt).sort((a, b) => a - b);
@@ -111,7 +112,8 @@ async function storm(port: number, clients: number, channels: number, rounds: nu
       await waitFor(() => received.size === clients, 10_000);
       backTimes.push(lastBack - restartedAt);
       console.log(
-        `round ${round}: ${subscribedAt.size} of ${clients} pusher-js clients back and subscribed ${back ? "" : "(not all) "}` +
+        `round ${round}: the server answered again ${(serverBack / 1000).toFixed(1)} s after the restart began; ` +
+          `${subscribedAt.size} of ${clients} pusher-js clients back and subscribed ${back ? "" : "(not all) "}` +
           `${((lastBack - restartedAt) / 1000).toFixed(1)} s after the restart began (p50 ${((times[Math.floor(times.length / 2)] ?? 0) / 1000).toFixed(1)} s); ` +
           `a publish into each of the ${channels} channels after: ${received.size} of ${clients} delivered`,
       );
