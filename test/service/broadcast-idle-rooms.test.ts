@@ -69,7 +69,6 @@ describe("a broadcast to rooms without sockets", () => {
     const retry = await broadcast(rooms, "idle-1");
     probing = false;
     await probe;
-    process.stdout.write(`RESULT peak +${Math.round(peak - before)} MB, ${statuses.length} probes, first ${first.ms} ms ${JSON.stringify({ ...first.answer, failed: undefined })}, retry ${retry.ms} ms ${JSON.stringify({ ...retry.answer, failed: undefined })}\n`);
 
     // Nobody else got a 500 (or anything but 200) while it ran.
     expect(statuses.length).toBeGreaterThan(20);

@@ -56,7 +56,6 @@ describe("a publish key", () => {
     expect(socket.events.at(-1)).toMatchObject({ type: "published", seq: OTHER_KEYS + 1 });
     // Its row is still in the ring (fewer rows written than the ring holds): the promise says it is still recognised.
     const rows = (await roomStats(server.url, room)).historyRowsWritten;
-    process.stdout.write(`ROWS ${rows}\n`);
     expect(rows).toBeLessThan(32_768);
     expect(await keyed(socket, "first", { n: 0 })).toEqual({ type: "published", id: expect.any(String), seq: 1, duplicate: true });
     expect(await keyed(socket, "other-2", { n: 2 })).toMatchObject({ seq: 3, duplicate: true });
