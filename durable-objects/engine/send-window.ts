@@ -8,18 +8,19 @@
  * the client's own frames (`published`, `error`, `subscribed`...). Every
  * frame of the first two kinds leaves a mark, in send order; an answer leaves
  * none (it has no tag to echo), so it is released by the ack of a mark sent
- * after it (or by the answer to a solicitation). An ack is a claim, so it only
- * counts when it names a mark: the last message of a frame this socket was
- * sent (its stream, seq and random tag, which a client only learns by reading
- * the frame), or a presence event (its stream, the seq the socket had been
- * sent when it went out, and its tag). A socket reads its frames in order, so
- * an ack releases its mark and every mark before it, of any stream.
+ * after it (or by the answer to a solicitation). An ack is a claim, so it
+ * only counts when it names a mark: the last message of a frame this socket
+ * was sent (its stream, seq and random tag, which a client only learns by
+ * reading the frame), or a presence event (its stream, the seq the socket had
+ * been sent when it went out, and its tag). A socket reads its frames in
+ * order, so an ack releases its mark and every mark before it (answers
+ * included), of any stream.
  *
  * A protocol whose clients do not acknowledge on their own (Pusher's) is
  * asked: the server sends a request (a `pusher:ping`) and leaves a
  * solicitation mark; the answer (its `pusher:pong`) releases that mark and
- * everything before it. One request is outstanding at a time, and an answer
- * nobody asked for is a lie.
+ * everything before it, answers included. One request is outstanding at a
+ * time, and an answer nobody asked for is a lie.
  */
 
 /**
