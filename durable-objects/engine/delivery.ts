@@ -224,7 +224,7 @@ export class Delivery {
         socket.window.sent(cursor.index, frame.lastSeq, frame.lastTag, frame.bytes);
         cursor.sentSeq = frame.lastSeq;
         sentTo += 1;
-        if (solicit !== undefined && socket.window.wantsSolicit(windowBytes)) solicit(socket);
+        if (solicit !== undefined && socket.window.wantsSolicit(windowBytes, this.#answerAllowance)) solicit(socket);
       }
     }
     stream.flushedSeq = frame.lastSeq;
@@ -341,8 +341,9 @@ export class Delivery {
 
   /**
    * Sends the answer to one of the socket's own frames (`published`, `error`,
-   * `subscribed`, `unsubscribed`, `authorized`), counted against its window
-   * until an ack of a later frame releases it. A socket whose unread answers
+   * `subscribed`, `unsubscribed`, `authorized`; Pusher's `subscription_error`,
+   * `pusher:error`, `pusher:pong`...), counted against its window until an ack
+   * of a later frame (or the answer to a later solicitation) releases it. A socket whose unread answers
    * already fill the allowance (its window, at least ANSWER_ALLOWANCE_FLOOR)
    * is not reading what it asks for: it is closed with 4008 instead. A window
    * of 0 (none) bounds nothing here either.
@@ -350,7 +351,7 @@ export class Delivery {
   sendAnswer(socket: SocketState, text: string): boolean {
     const windowBytes = this.#options.windowBytes;
     const window = socket.window;
-    if (windowBytes > 0 && !window.hasAnswerRoom(Math.max(windowBytes, ANSWER_ALLOWANCE_FLOOR))) {
+    if (windowBytes > 0 && !window.hasAnswerRoom(this.#answerAllowance)) {
       this.#counters.kicked();
       logEvent("kick", { room: this.#events.name(), socket: socket.attachment.id, reason: "unread_answers", answersInFlight: window.answersInFlight });
       this.close(socket.ws, CloseCode.SLOW_CONSUMER, "answers not read: resume with since");
@@ -358,6 +359,8 @@ export class Delivery {
     }
     if (!this.#send(socket, text)) return false;
     window.answerSent(utf8Length(text));
+    // A client that acknowledges only when asked (Pusher's) is asked before its answers fill the allowance.
+    this.#maybeSolicit(socket);
     return true;
   }
 
@@ -373,7 +376,12 @@ export class Delivery {
 
   /** Asks a socket that does not acknowledge on its own to, once half its window is in flight. */
   #maybeSolicit(socket: SocketState): void {
-    if (this.#options.solicit !== undefined && socket.window.wantsSolicit(this.#options.windowBytes)) this.#options.solicit(socket);
+    if (this.#options.solicit !== undefined && socket.window.wantsSolicit(this.#options.windowBytes, this.#answerAllowance)) this.#options.solicit(socket);
+  }
+
+  /** The answers a socket may leave unread: its window, at least ANSWER_ALLOWANCE_FLOOR. */
+  get #answerAllowance(): number {
+    return Math.max(this.#options.windowBytes, ANSWER_ALLOWANCE_FLOOR);
   }
 
   /** Sum and maximum of the sockets' unacknowledged bytes. */

@@ -92,10 +92,12 @@ export class SendWindow {
 
   /**
    * Whether the socket should be asked to acknowledge: nothing asked yet, and half the window
-   * (messages and presence) is in flight, so the answer can arrive before the window fills.
+   * (messages and presence) or half the answers' allowance is in flight, so the answer can
+   * arrive before either fills.
    */
-  wantsSolicit(windowBytes: number): boolean {
-    return this.#solicited === null && windowBytes > 0 && (this.inFlight + this.presenceInFlight) * 2 >= windowBytes;
+  wantsSolicit(windowBytes: number, answerAllowance: number): boolean {
+    if (this.#solicited !== null || windowBytes === 0) return false;
+    return (this.inFlight + this.presenceInFlight) * 2 >= windowBytes || this.answersInFlight * 2 >= answerAllowance;
   }
 
   /** Whether a solicitation is waiting for its answer. */
