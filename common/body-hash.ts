@@ -12,6 +12,12 @@
  * (docs/history.md#idempotent-publishes).
  */
 export function bodyHash(text: string): string {
+  const [h1, h2] = hashLanes(text);
+  return h1.toString(16).padStart(8, "0") + h2.toString(16).padStart(8, "0");
+}
+
+/** The same hash as two unsigned 32-bit numbers (also what a filter of keys probes with). */
+export function hashLanes(text: string): [number, number] {
   // Two 32-bit multiply-xorshift lanes over the UTF-16 code units (cyrb53's mixing), each finalized.
   let h1 = 0xdeadbeef ^ text.length;
   let h2 = 0x41c6ce57 ^ text.length;
@@ -22,5 +28,5 @@ export function bodyHash(text: string): string {
   }
   h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909);
   h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909);
-  return (h1 >>> 0).toString(16).padStart(8, "0") + (h2 >>> 0).toString(16).padStart(8, "0");
+  return [h1 >>> 0, h2 >>> 0];
 }

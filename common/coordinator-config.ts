@@ -37,6 +37,8 @@ export interface CoordinatorConfig {
   refreshBelowMs: number;
   /** Largest broadcast `data`, serialized, bytes (the publish limit). */
   maxMessageBytes: number;
+  /** Rooms without sockets one shard's broadcasts reach per second (its share of the service's pace; 0 = unpaced). */
+  idleRoomsPerShardPerSecond: number;
 }
 
 /** Entry lifetime when rooms do not heartbeat (IDLE_TIMEOUT_SECONDS = 0): a century. */
@@ -58,5 +60,6 @@ export function readCoordinatorConfig(env: Record<string, unknown>): Coordinator
     ttlMs: heartbeatMs > 0 ? heartbeatMs * TTL_HEARTBEATS : NEVER_EXPIRES_MS,
     refreshBelowMs: heartbeatMs > 0 ? heartbeatMs * REFRESH_BELOW_HEARTBEATS : NEVER_EXPIRES_MS / 2,
     maxMessageBytes: limits.MAX_MESSAGE_BYTES,
+    idleRoomsPerShardPerSecond: limits.BROADCAST_IDLE_ROOMS_PER_SECOND / limits.COORDINATOR_SHARDS,
   };
 }

@@ -56,6 +56,12 @@ export const DEFAULTS = {
   CLIENT_FRAME_BURST: 60,
   /** Names one explicit POST /broadcast `rooms` list may hold. */
   BROADCAST_MAX_ROOMS: 1000,
+  /**
+   * Rooms without sockets broadcasts reach per second, over all shards (0 = as fast as the shards
+   * go). Such a room is woken (or created) only to store the message, and stays in memory for a
+   * while after: the pace bounds how many are in memory at once (docs/coordinator.md).
+   */
+  BROADCAST_IDLE_ROOMS_PER_SECOND: 50,
   /** Live-room registry shards (a room belongs to shard hash(name) mod this). */
   COORDINATOR_SHARDS: 16,
   /** A member whose last socket left is announced as leaving only after this long without one. */
@@ -152,6 +158,7 @@ const BOUNDS: Partial<Record<LimitName, readonly [min: number, max: number]>> = 
   PUBLISH_DEDUPE_SECONDS: [0, 86_400],
   COORDINATOR_SHARDS: [1, MAX_SHARDS],
   BROADCAST_MAX_ROOMS: [1, MAX_BROADCAST_ROOMS],
+  BROADCAST_IDLE_ROOMS_PER_SECOND: [0, 100_000],
   // A snapshot lists every member: 1,000 members of up to ~1.3 KB each is already a 1.3 MB frame.
   PRESENCE_MAX_MEMBERS: [0, MAX_PRESENCE_MEMBERS],
   ROOM_SHARD_SOCKETS: [0, MAX_SHARD_SOCKETS],

@@ -41,9 +41,9 @@ export const CloseCode = {
   UNAUTHORIZED: 4001,
   /** The token does not allow this room or this action. */
   FORBIDDEN: 4003,
-  /** The socket fell behind and acknowledged nothing for SLOW_GRACE_MS. Reconnect and resume. */
+  /** The socket fell behind and acknowledged nothing for SLOW_GRACE_MS, or left a window of answers to its own frames unread. Reconnect and resume. */
   SLOW_CONSUMER: 4008,
-  /** The client sent frames faster than its rate limit. */
+  /** The client sent frames faster than its rate limit (refused subscribes count). */
   RATE_LIMITED: 4009,
   /** No heartbeat or frame from the client within the idle timeout. */
   IDLE_TIMEOUT: 4010,
@@ -74,7 +74,7 @@ export const CLOSE_CODES: Readonly<Record<CloseCodeValue, CloseCodeInfo>> = {
   4000: { name: "BAD_FRAME", reconnect: false, description: "invalid client frame" },
   4001: { name: "UNAUTHORIZED", reconnect: false, description: "missing, invalid or expired token" },
   4003: { name: "FORBIDDEN", reconnect: false, description: "token does not allow this" },
-  4008: { name: "SLOW_CONSUMER", reconnect: true, description: "behind with no acknowledged progress for too long; resume with since" },
+  4008: { name: "SLOW_CONSUMER", reconnect: true, description: "behind with no acknowledged progress for too long, or answers left unread; resume with since" },
   4009: { name: "RATE_LIMITED", reconnect: true, description: "client frames over the rate limit" },
   4010: { name: "IDLE_TIMEOUT", reconnect: true, description: "no heartbeat within the idle timeout" },
 };

@@ -194,7 +194,10 @@ export interface RoomList {
 export interface BroadcastResult {
   /** The key every room deduped on: the request's Idempotency-Key, or one generated for it. */
   idempotencyKey: string;
-  /** Rooms that hold the message (delivered now, or by an earlier request with the same key). */
+  /**
+   * Rooms known to hold the message: they answered (delivered now, or had the key already), or an
+   * earlier request with the same key recorded their answer. A room in `failed` may hold it too.
+   */
   rooms: number;
   /** Sockets the message was sent to by this request. */
   sockets: number;
@@ -204,6 +207,11 @@ export interface BroadcastResult {
   duplicate: boolean;
   /** Rooms whose own beforePublish hook refused the message (they hold nothing; not retried). */
   refused: number;
+  /**
+   * Rooms without sockets this request reached at their pace (BROADCAST_IDLE_ROOMS_PER_SECOND,
+   * docs/coordinator.md): what made it take longer than its live rooms did.
+   */
+  paced: number;
   /** Rooms that still failed after every retry (at most 100 names; see failedCount). */
   failed: string[];
   failedCount: number;

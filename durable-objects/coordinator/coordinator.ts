@@ -1,11 +1,13 @@
 import { DurableObject } from "cloudflare:workers";
 import { isValidRoomName } from "../../protocol";
 import type { ServiceTotals } from "../../common/counters";
+import { Pacer } from "../../common/bounded";
 import { logEvent } from "../../common/log";
 import type { Room } from "../room/room";
 import { FANOUT_PAGE_ROOMS, readCoordinatorConfig, type CoordinatorConfig } from "../../common/coordinator-config";
 import { FANOUT_ATTEMPTS, FANOUT_BACKOFF_MS, FANOUT_CONCURRENCY } from "./fan-out-policy";
-import { fanOut, type FanOutResult } from "./fan-out";
+import { DeliveredRooms } from "./delivered-rooms";
+import { fanOut, type FanOutResult, type RoomDelivery } from "./fan-out";
 import { Directory } from "./directory";
 import { HubRegistry, type HubOccupancy, type HubReport } from "./hub-registry";
 import { Registry, type RegistryQuery, type RoomEntry, type RoomReport } from "./registry";
@@ -38,6 +40,9 @@ export interface ShardMetrics {
   totals: ServiceTotals;
 }
 
+/** Rooms that answered a broadcast are recorded (DeliveredRooms) in rows of at most this many. */
+const RECORD_EVERY = 250;
+
 export interface PageFanOutResult extends FanOutResult {
   /** Pass as `after` for the next page; null when this page reached the end of the registry. */
   next: string | null;
@@ -47,6 +52,14 @@ export interface PageFanOutResult extends FanOutResult {
  * One shard of the coordinator: the registry of live rooms whose names hash
  * to it, and the fan-out of broadcasts to them. Shards are named `shard-<i>`
  * (see shards.ts); nothing ever addresses one by any other name.
+ *
+ * A broadcast reaches live rooms (a socket at their last report) as fast as
+ * FANOUT_CONCURRENCY allows: clients wait for it. A room without sockets is
+ * woken (or created) only to store it, and stays in memory a while after, so
+ * those go at this shard's share of BROADCAST_IDLE_ROOMS_PER_SECOND, one
+ * pacer for every broadcast the shard runs: rooms in memory at once stay
+ * bounded whatever the broadcasts' size. Rooms that answered are recorded
+ * (DeliveredRooms), so a retry with the same key only reaches the rest.
  *
  * @example
  * ```ts
@@ -63,6 +76,9 @@ export class Coordinator extends DurableObject<Record<string, unknown>> {
   readonly #totals: TotalsStore;
   readonly #hubs: HubRegistry;
   readonly #storageSweep: StorageSweep;
+  readonly #delivered: DeliveredRooms;
+  /** The pace of rooms without sockets, shared by every broadcast this shard runs. */
+  readonly #idlePace: Pacer;
   /** When the alarm is known to be set (null: not known); saves a storage call per report. */
   #alarmAt: number | null = null;
 
@@ -81,6 +97,8 @@ export class Coordinator extends DurableObject<Record<string, unknown>> {
       },
       counted: (delta) => this.#totals.add(delta),
     });
+    this.#delivered = new DeliveredRooms(ctx.storage.sql);
+    this.#idlePace = new Pacer(this.#config.idleRoomsPerShardPerSecond);
   }
 
   /**
@@ -159,9 +177,13 @@ export class Coordinator extends DurableObject<Record<string, unknown>> {
     return this.#registry.list(query, Date.now());
   }
 
-  /** Delivers `message` to the named rooms (a broadcast's explicit list, the part that hashes here). */
+  /**
+   * Delivers `message` to the named rooms (a broadcast's explicit list, the
+   * part that hashes here): live ones at once, the others at the pace of rooms
+   * without sockets.
+   */
   async deliver(message: BroadcastMessage, rooms: string[]): Promise<FanOutResult> {
-    return this.#fanOut(message, rooms);
+    return this.#fanOut(message, rooms, false);
   }
 
   /**
@@ -173,7 +195,7 @@ export class Coordinator extends DurableObject<Record<string, unknown>> {
   async deliverPage(message: BroadcastMessage, page: RegistryPage): Promise<PageFanOutResult> {
     const entries = this.#registry.list({ prefix: page.prefix, after: page.after, limit: FANOUT_PAGE_ROOMS }, Date.now());
     const rooms = entries.map((e) => e.room);
-    const result = await this.#fanOut(message, rooms);
+    const result = await this.#fanOut(message, rooms, true);
     const next = rooms.length === FANOUT_PAGE_ROOMS ? (rooms[rooms.length - 1] ?? null) : null;
     return { ...result, next };
   }
@@ -182,7 +204,7 @@ export class Coordinator extends DurableObject<Record<string, unknown>> {
   override async alarm(): Promise<void> {
     this.#alarmAt = null;
     const now = Date.now();
-    const left = this.#registry.sweep(now) + this.#hubs.sweep(now);
+    const left = this.#registry.sweep(now) + this.#hubs.sweep(now) + this.#delivered.sweep(now);
     const more = await this.#storageSweep.run(now);
     const after = Date.now() + SWEEP_GAP_MS;
     const due = more ? after : this.#directory.nextDue();
@@ -190,19 +212,52 @@ export class Coordinator extends DurableObject<Record<string, unknown>> {
     if (left > 0) await this.#armAlarm(Date.now() + this.#registrySweepMs());
   }
 
-  async #fanOut(message: BroadcastMessage, rooms: string[]): Promise<FanOutResult> {
+  /**
+   * Delivers `message` to `rooms` (`allLive`: they come from the registry's
+   * live rooms): rooms already known to hold it are counted, not asked; live
+   * rooms go at once, the others at the pace of rooms without sockets.
+   */
+  async #fanOut(message: BroadcastMessage, rooms: string[], allLive: boolean): Promise<FanOutResult> {
+    const now = Date.now();
+    const known = this.#delivered.of(message.key, now);
+    const fresh = known.size === 0 ? rooms : rooms.filter((room) => !known.has(room));
+    const live = allLive ? null : this.#registry.liveAmong(fresh, now);
     const namespace = this.env.ROOMS as DurableObjectNamespace<Room>;
-    return fanOut(
-      rooms,
-      (room) => namespace.get(namespace.idFromName(room)).publish(message.dataJson, { idempotencyKey: message.key, source: "broadcast" }),
-      {
-        concurrency: FANOUT_CONCURRENCY,
-        attempts: FANOUT_ATTEMPTS,
-        backoffMs: FANOUT_BACKOFF_MS,
-        onError: (room, attempt, error) =>
-          logEvent("error", { where: "broadcast_delivery", room, attempt, key: message.key, error: String(error) }),
+    const send = async (room: string): Promise<RoomDelivery> =>
+      (await namespace.get(namespace.idFromName(room)).publish(message.dataJson, { idempotencyKey: message.key, source: "broadcast" })) as RoomDelivery;
+    // Recorded as they answer, a few hundred at a time: a call cut short still leaves its progress.
+    let confirmed: string[] = [];
+    const record = (): void => {
+      this.#delivered.record(message.key, confirmed, Date.now());
+      confirmed = [];
+    };
+    const options = {
+      concurrency: FANOUT_CONCURRENCY,
+      attempts: FANOUT_ATTEMPTS,
+      backoffMs: FANOUT_BACKOFF_MS,
+      onError: (room: string, attempt: number, error: unknown) =>
+        logEvent("error", { where: "broadcast_delivery", room, attempt, key: message.key, error: String(error) }),
+      delivered: (room: string) => {
+        confirmed.push(room);
+        if (confirmed.length >= RECORD_EVERY) record();
       },
-    );
+    };
+    const [atOnce, idle] = await Promise.all([
+      fanOut(live === null ? fresh : fresh.filter((room) => live.has(room)), send, options),
+      fanOut(live === null ? [] : fresh.filter((room) => !live.has(room)), send, { ...options, pace: () => this.#idlePace.turn() }),
+    ]);
+    record();
+    // The record of delivered rooms expires with the registry's entries: the same sweep reclaims it.
+    await this.#armAlarm(Date.now() + this.#registrySweepMs());
+    const skipped = rooms.length - fresh.length;
+    return {
+      rooms: atOnce.rooms + idle.rooms + skipped,
+      sockets: atOnce.sockets + idle.sockets,
+      duplicates: atOnce.duplicates + idle.duplicates + skipped,
+      refused: atOnce.refused + idle.refused,
+      failed: [...atOnce.failed, ...idle.failed],
+      paced: idle.paced,
+    };
   }
 
   /** How long after a report its entry's sweep may wait: expired entries are reclaimed within a TTL. */

@@ -16,6 +16,8 @@ export interface FanOutResult {
   refused: number;
   /** Rooms still failing after every attempt. */
   failed: string[];
+  /** Rooms reached at the pace of rooms without sockets (BROADCAST_IDLE_ROOMS_PER_SECOND). */
+  paced: number;
 }
 
 export interface FanOutOptions {
@@ -26,6 +28,10 @@ export interface FanOutOptions {
   backoffMs: number;
   /** Called with each error, for logging. */
   onError?: (room: string, attempt: number, error: unknown) => void;
+  /** Awaited before each send, retries included: the rooms' pace (absent: as fast as `concurrency` allows). */
+  pace?: () => Promise<void>;
+  /** Called with each room that answered it holds the message (delivered now, or a duplicate). */
+  delivered?: (room: string) => void;
 }
 
 /**
@@ -40,13 +46,14 @@ export async function fanOut(
   send: (room: string) => Promise<RoomDelivery>,
   options: FanOutOptions,
 ): Promise<FanOutResult> {
-  const result: FanOutResult = { rooms: 0, sockets: 0, duplicates: 0, refused: 0, failed: [] };
+  const result: FanOutResult = { rooms: 0, sockets: 0, duplicates: 0, refused: 0, failed: [], paced: options.pace ? rooms.length : 0 };
   let pending = rooms;
   for (let attempt = 0; attempt < options.attempts && pending.length > 0; attempt++) {
     if (attempt > 0) await sleep(fullJitter(attempt - 1, { baseMs: options.backoffMs, maxMs: options.backoffMs * 2 ** options.attempts }));
     const failed: string[] = [];
     await forEachBounded(pending, options.concurrency, async (room) => {
       try {
+        await options.pace?.();
         const delivery = await send(room);
         if ("refused" in delivery) {
           // A hook that failed may succeed on a retry; a refusal is the room's answer.
@@ -57,6 +64,7 @@ export async function fanOut(
         result.rooms += 1;
         result.sockets += delivery.recipients;
         if (delivery.duplicate) result.duplicates += 1;
+        options.delivered?.(room);
       } catch (error) {
         options.onError?.(room, attempt + 1, error);
         failed.push(room);

@@ -114,6 +114,21 @@ export class Registry {
       .toArray();
   }
 
+  /** Which of `names` are live (a socket at their last report, and not expired): 99 names per read (100 bindings with the time). */
+  liveAmong(names: readonly string[], now: number): Set<string> {
+    const live = new Set<string>();
+    for (let i = 0; i < names.length; i += 99) {
+      const batch = names.slice(i, i + 99);
+      const found = this.#sql.exec<{ name: string }>(
+        `SELECT name FROM rooms WHERE name IN (${batch.map(() => "?").join(", ")}) AND connections > 0 AND expires_at > ?`,
+        ...batch,
+        now,
+      );
+      for (const row of found) live.add(row.name);
+    }
+    return live;
+  }
+
   /** Live rooms and the sockets and members they last reported. */
   occupancy(now: number): { liveRooms: number; connections: number; members: number } {
     return this.#sql

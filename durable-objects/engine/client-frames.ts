@@ -57,10 +57,17 @@ export interface ForeignFrames {
   frame(socket: SocketState, text: string, now: number): Promise<void>;
 }
 
+/** A refused subscribe's answer: an `error` for its room (named when short enough to echo). */
+export type SubscribeRefusal = ServerError & { room?: string };
+
 /** What a multiplexed connection's frames of its own ask of the object that holds it. */
 export interface MultiplexFrames {
-  /** Follow a room (answered `subscribed` or `error`); has a budget of its own, not the frame budget. */
-  subscribe(socket: SocketState, frame: SubscribeFrame): Promise<void>;
+  /**
+   * Follow a room (answered `subscribed`), or say why not: the refusal, which
+   * the frame budget charges before it is answered. Subscribes have a budget
+   * of their own besides (`subscribeRate`), which an accepted one spends.
+   */
+  subscribe(socket: SocketState, frame: SubscribeFrame): Promise<SubscribeRefusal | null>;
   /** Stop following a room (answered `unsubscribed`). */
   unsubscribe(socket: SocketState, frame: UnsubscribeFrame): void;
   /** A fresh token (answered `authorized`, or the socket is closed with 4001). */
@@ -83,11 +90,16 @@ export interface FrameLimits {
  *
  * - Flow control is free: heartbeats (answered by the runtime) and acks that
  *   release a frame never count against the rate. Every other frame (a
- *   publish, an ack that releases nothing) takes a token from the socket's
- *   bucket of CLIENT_FRAMES_PER_SECOND (burst CLIENT_FRAME_BURST); past it the
- *   socket is closed with 4009. A client can send at most one releasing ack
- *   per frame it was sent, so free acks cost the room no more than the
- *   frames it chose to send.
+ *   publish, an ack that releases nothing, a refused subscribe) takes a token
+ *   from the socket's bucket of CLIENT_FRAMES_PER_SECOND (burst
+ *   CLIENT_FRAME_BURST); past it the socket is closed with 4009. A client can
+ *   send at most one releasing ack per frame it was sent, so free acks cost
+ *   the room no more than the frames it chose to send. An accepted subscribe
+ *   spends the connection's subscribe budget instead: a connection may follow
+ *   its rooms at once, but a refusal costs like any frame that changes nothing.
+ * - Every answer (`published`, `error`...) counts against the socket's window
+ *   (Delivery.sendAnswer), so a client that never reads is closed with 4008
+ *   before its answers pile up.
  * - An ack that names a message the socket was never sent, or the last
  *   message of an unacknowledged frame with a wrong tag, is a lie: 4000. One
  *   that names a message inside a frame is stale, whatever its tag.
@@ -171,8 +183,12 @@ export class ClientFrames {
     if (!parsed.ok) return this.#refuse(socket.ws, "bad_frame", CloseCode.BAD_FRAME, parsed.error);
     const frame = parsed.value;
     switch (frame.type) {
-      case "subscribe":
-        return rooms.subscribe(socket, frame);
+      case "subscribe": {
+        const refusal = await rooms.subscribe(socket, frame);
+        if (refusal === null || this.#delivery.get(socket.ws) !== socket) return;
+        if (!this.#spend(socket, Date.now())) return;
+        return this.#answer(socket, refusal);
+      }
       case "unsubscribe":
         if (!this.#spend(socket, now)) return;
         return rooms.unsubscribe(socket, frame);
@@ -282,12 +298,12 @@ export class ClientFrames {
   /** Answers a frame about `cursor`'s room, in the room's shape: only a socket still here is told. */
   #answerIn(cursor: Cursor, event: PublishedEvent | ServerError): void {
     const text = cursor.stream.text(event, cursor);
-    if (text !== null && this.#delivery.get(cursor.socket.ws) === cursor.socket) this.#delivery.sendControl(cursor.socket, text);
+    if (text !== null && this.#delivery.get(cursor.socket.ws) === cursor.socket) this.#delivery.sendAnswer(cursor.socket, text);
   }
 
   /** Answers a frame whose handling waited: only a socket still here is told. */
   #answer(socket: SocketState, event: PublishedEvent | ServerError | (ServerError & { room: string }) | (PublishedEvent & { room: string })): void {
-    if (this.#delivery.get(socket.ws) === socket) this.#delivery.sendControl(socket, JSON.stringify(event));
+    if (this.#delivery.get(socket.ws) === socket) this.#delivery.sendAnswer(socket, JSON.stringify(event));
   }
 
   /** Takes a frame token; false (and the socket closed with 4009) when the socket is over its rate. */
@@ -310,6 +326,6 @@ export class ClientFrames {
   }
 
   #error(socket: SocketState, event: ServerError | (ServerError & { room: string })): void {
-    this.#delivery.sendControl(socket, JSON.stringify(event));
+    this.#delivery.sendAnswer(socket, JSON.stringify(event));
   }
 }

@@ -1,5 +1,6 @@
 import { CloseCode, type LostEvent } from "../../protocol";
 import { logEvent } from "../../common/log";
+import { utf8Length } from "../../common/utf8";
 import type { RoomCounters } from "./counters";
 import { Cursor, type FollowAs } from "./cursor";
 import { cutFrame, type BatchLimits, type Frame } from "./frames";
@@ -21,6 +22,12 @@ export interface DeliveryOptions {
    */
   solicit?: (socket: SocketState) => void;
 }
+
+/**
+ * The least a socket may leave unread of the answers to its own frames, however small its window:
+ * room for a burst of publishes or subscribes to be answered before the client has read anything.
+ */
+export const ANSWER_ALLOWANCE_FLOOR = 64 * 1024;
 
 /** How a socket left: its close code and reason, and who ended it. */
 export interface LeaveCause {
@@ -64,6 +71,11 @@ export interface DeliveryEvents {
  * that falls out of the source gets one `lost` event and continues from the
  * oldest kept message; one that stays behind with no acknowledged progress
  * for SLOW_GRACE_MS gets its socket closed with 4008, and it resumes.
+ *
+ * Answers to a client's own frames (`published`, `error`, `subscribed`...)
+ * count against its window too: a socket that leaves more than a window of
+ * them unread (at least ANSWER_ALLOWANCE_FLOOR) is closed with 4008, so a
+ * client that sends frames and never reads holds bounded memory here.
  */
 export class Delivery {
   readonly #sockets = new Map<WebSocket, SocketState>();
@@ -212,7 +224,7 @@ export class Delivery {
         socket.window.sent(cursor.index, frame.lastSeq, frame.lastTag, frame.bytes);
         cursor.sentSeq = frame.lastSeq;
         sentTo += 1;
-        if (solicit !== undefined && socket.window.wantsSolicit(windowBytes)) solicit(socket);
+        if (solicit !== undefined && socket.window.wantsSolicit(windowBytes, this.#answerAllowance)) solicit(socket);
       }
     }
     stream.flushedSeq = frame.lastSeq;
@@ -319,9 +331,37 @@ export class Delivery {
     }
   }
 
-  /** Sends a small control event (welcome, lost, published, error); these are not counted against the window. */
+  /**
+   * Sends an event the socket did not ask for with a frame (a `lost`, a hook's
+   * own event); these are not counted against the window.
+   */
   sendControl(socket: SocketState, text: string): boolean {
     return this.#send(socket, text);
+  }
+
+  /**
+   * Sends the answer to one of the socket's own frames (`published`, `error`,
+   * `subscribed`, `unsubscribed`, `authorized`; Pusher's `subscription_error`,
+   * `pusher:error`, `pusher:pong`...), counted against its window until an ack
+   * of a later frame (or the answer to a later solicitation) releases it. A socket whose unread answers
+   * already fill the allowance (its window, at least ANSWER_ALLOWANCE_FLOOR)
+   * is not reading what it asks for: it is closed with 4008 instead. A window
+   * of 0 (none) bounds nothing here either.
+   */
+  sendAnswer(socket: SocketState, text: string): boolean {
+    const windowBytes = this.#options.windowBytes;
+    const window = socket.window;
+    if (windowBytes > 0 && !window.hasAnswerRoom(this.#answerAllowance)) {
+      this.#counters.kicked();
+      logEvent("kick", { room: this.#events.name(), socket: socket.attachment.id, reason: "unread_answers", answersInFlight: window.answersInFlight });
+      this.close(socket.ws, CloseCode.SLOW_CONSUMER, "answers not read: resume with since");
+      return false;
+    }
+    if (!this.#send(socket, text)) return false;
+    window.answerSent(utf8Length(text));
+    // A client that acknowledges only when asked (Pusher's) is asked before its answers fill the allowance.
+    this.#maybeSolicit(socket);
+    return true;
   }
 
   /** Sends a presence event of `cursor`'s room when the socket's window has room for it. */
@@ -336,7 +376,12 @@ export class Delivery {
 
   /** Asks a socket that does not acknowledge on its own to, once half its window is in flight. */
   #maybeSolicit(socket: SocketState): void {
-    if (this.#options.solicit !== undefined && socket.window.wantsSolicit(this.#options.windowBytes)) this.#options.solicit(socket);
+    if (this.#options.solicit !== undefined && socket.window.wantsSolicit(this.#options.windowBytes, this.#answerAllowance)) this.#options.solicit(socket);
+  }
+
+  /** The answers a socket may leave unread: its window, at least ANSWER_ALLOWANCE_FLOOR. */
+  get #answerAllowance(): number {
+    return Math.max(this.#options.windowBytes, ANSWER_ALLOWANCE_FLOOR);
   }
 
   /** Sum and maximum of the sockets' unacknowledged bytes. */

@@ -4,19 +4,23 @@
  * accounting is the only thing between one stalled reader and the object's
  * 128 MB.
  *
- * Every frame that counts against the window (a frame of messages, a
- * presence event) leaves a mark, in send order. An ack is a claim, so it only
- * counts when it names a mark: the last message of a frame this socket was
- * sent (its stream, seq and random tag, which a client only learns by reading
- * the frame), or a presence event (its stream, the seq the socket had been
- * sent when it went out, and its tag). A socket reads its frames in order, so
- * an ack releases its mark and every mark before it, of any stream.
+ * Three kinds of frame are counted: messages, presence events, and answers to
+ * the client's own frames (`published`, `error`, `subscribed`...). Every
+ * frame of the first two kinds leaves a mark, in send order; an answer leaves
+ * none (it has no tag to echo), so it is released by the ack of a mark sent
+ * after it (or by the answer to a solicitation). An ack is a claim, so it
+ * only counts when it names a mark: the last message of a frame this socket
+ * was sent (its stream, seq and random tag, which a client only learns by
+ * reading the frame), or a presence event (its stream, the seq the socket had
+ * been sent when it went out, and its tag). A socket reads its frames in
+ * order, so an ack releases its mark and every mark before it (answers
+ * included), of any stream.
  *
  * A protocol whose clients do not acknowledge on their own (Pusher's) is
  * asked: the server sends a request (a `pusher:ping`) and leaves a
  * solicitation mark; the answer (its `pusher:pong`) releases that mark and
- * everything before it. One request is outstanding at a time, and an answer
- * nobody asked for is a lie.
+ * everything before it, answers included. One request is outstanding at a
+ * time, and an answer nobody asked for is a lie.
  */
 
 /**
@@ -29,8 +33,8 @@
  */
 export type AckVerdict = "released" | "stale" | "forged";
 
-/** Numbers per mark: [stream * 2 + kind, seq, tag, message bytes sent after it, presence bytes sent after it]. */
-const MARK = 5;
+/** Numbers per mark: [stream * 2 + kind, seq, tag, and after it: message bytes sent, presence bytes sent, answer bytes sent]. */
+const MARK = 6;
 const MESSAGES = 0;
 const PRESENCE = 1;
 /** The consumed prefix is dropped once it is this long and most of the array: sends and acks stay O(1) amortized. */
@@ -45,6 +49,8 @@ export class SendWindow {
   #ackedBytes = 0;
   #presenceSentBytes = 0;
   #presenceAckedBytes = 0;
+  #answerSentBytes = 0;
+  #answerAckedBytes = 0;
   /** The outstanding solicitation's number, or null; solicitations are numbered from 1. */
   #solicited: number | null = null;
   #solicitations = 0;
@@ -57,6 +63,11 @@ export class SendWindow {
   /** Bytes of presence events sent and not yet acknowledged (not counted in `inFlight`). */
   get presenceInFlight(): number {
     return this.#presenceSentBytes - this.#presenceAckedBytes;
+  }
+
+  /** Bytes of answers sent and not yet released by an ack of a later frame (counted in neither of the above). */
+  get answersInFlight(): number {
+    return this.#answerSentBytes - this.#answerAckedBytes;
   }
 
   /**
@@ -81,10 +92,12 @@ export class SendWindow {
 
   /**
    * Whether the socket should be asked to acknowledge: nothing asked yet, and half the window
-   * (messages and presence) is in flight, so the answer can arrive before the window fills.
+   * (messages and presence) or half the answers' allowance is in flight, so the answer can
+   * arrive before either fills.
    */
-  wantsSolicit(windowBytes: number): boolean {
-    return this.#solicited === null && windowBytes > 0 && (this.inFlight + this.presenceInFlight) * 2 >= windowBytes;
+  wantsSolicit(windowBytes: number, answerAllowance: number): boolean {
+    if (this.#solicited !== null || windowBytes === 0) return false;
+    return (this.inFlight + this.presenceInFlight) * 2 >= windowBytes || this.answersInFlight * 2 >= answerAllowance;
   }
 
   /** Whether a solicitation is waiting for its answer. */
@@ -96,7 +109,7 @@ export class SendWindow {
   solicit(): void {
     const id = ++this.#solicitations;
     this.#solicited = id;
-    this.#marks.push(SOLICITED * 2 + MESSAGES, id, 0, this.#sentBytes, this.#presenceSentBytes);
+    this.#marks.push(SOLICITED * 2 + MESSAGES, id, 0, this.#sentBytes, this.#presenceSentBytes, this.#answerSentBytes);
   }
 
   /**
@@ -110,16 +123,30 @@ export class SendWindow {
     return this.ack(SOLICITED, id, 0, id);
   }
 
+  /**
+   * Whether one more answer may go out: while the answers in flight are under
+   * `allowance`. Answers cannot wait (the client waits for them), so a socket
+   * without room for one has stopped reading what it asked for.
+   */
+  hasAnswerRoom(allowance: number): boolean {
+    return this.answersInFlight < allowance;
+  }
+
   /** A frame of messages of `stream` went out, ending with message `lastSeq` whose tag is `tag`. */
   sent(stream: number, lastSeq: number, tag: number, bytes: number): void {
     this.#sentBytes += bytes;
-    this.#marks.push(stream * 2 + MESSAGES, lastSeq, tag, this.#sentBytes, this.#presenceSentBytes);
+    this.#marks.push(stream * 2 + MESSAGES, lastSeq, tag, this.#sentBytes, this.#presenceSentBytes, this.#answerSentBytes);
   }
 
   /** A presence event of `stream` went out while the socket had been sent messages up to `atSeq`. */
   presenceSent(stream: number, atSeq: number, tag: number, bytes: number): void {
     this.#presenceSentBytes += bytes;
-    this.#marks.push(stream * 2 + PRESENCE, atSeq, tag, this.#sentBytes, this.#presenceSentBytes);
+    this.#marks.push(stream * 2 + PRESENCE, atSeq, tag, this.#sentBytes, this.#presenceSentBytes, this.#answerSentBytes);
+  }
+
+  /** An answer to one of the client's frames went out. */
+  answerSent(bytes: number): void {
+    this.#answerSentBytes += bytes;
   }
 
   /**
@@ -142,6 +169,7 @@ export class SendWindow {
       if (marks[i + 2] === tag) {
         this.#ackedBytes = marks[i + 3] as number;
         this.#presenceAckedBytes = marks[i + 4] as number;
+        this.#answerAckedBytes = marks[i + 5] as number;
         this.#release(i + MARK);
         return "released";
       }

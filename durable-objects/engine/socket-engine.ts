@@ -268,7 +268,7 @@ export class SocketEngine {
   subscribe(socket: SocketState, stream: Stream, resume: ResumePoint, epoch: string, as?: FollowAs): Cursor | null {
     const subscribed: SubscribedEvent = { type: "subscribed", room: stream.room, seq: stream.flushedSeq, epoch };
     const text = stream.text(subscribed);
-    if (text !== null && !this.delivery.sendControl(socket, text)) return null;
+    if (text !== null && !this.delivery.sendAnswer(socket, text)) return null;
     return this.#follow(socket, stream, resume, epoch, null, as);
   }
 
@@ -280,7 +280,7 @@ export class SocketEngine {
     this.#presences.get(stream)?.leave(cursor, Date.now());
     const unsubscribed: UnsubscribedEvent = { type: "unsubscribed", room: stream.room, ...(why ? { code: why.code, reason: why.reason } : {}) };
     const text = stream.text(unsubscribed, cursor);
-    if (text !== null) this.delivery.sendControl(socket, text);
+    if (text !== null) this.delivery.sendAnswer(socket, text);
   }
 
   /** A new socket, accepted with the Hibernation API, its attachment written. */

@@ -5,7 +5,7 @@ import { accessSettings } from "../../common/settings";
 import { accessTo, grantsOf, verifyToken, type RoomGrant } from "../../common/tokens";
 import { attachmentFromEdge, type SocketAttachment } from "../engine/attachment";
 import type { Cursor } from "../engine/cursor";
-import type { MultiplexFrames } from "../engine/client-frames";
+import type { MultiplexFrames, SubscribeRefusal } from "../engine/client-frames";
 import type { PublishOutcome, RetryKey } from "../engine/publish-outcome";
 import type { SocketState } from "../engine/socket-state";
 import { scopedShape, type StreamShape } from "../engine/stream-shape";
@@ -67,12 +67,13 @@ export class HubCore extends HubBase implements MultiplexFrames {
   // A connection's own frames
   // -------------------------------------------------------------------------
 
-  async subscribe(socket: SocketState, frame: SubscribeFrame): Promise<void> {
+  /** Follows `frame.room` for the connection, or says why not (ClientFrames charges and sends the refusal). */
+  async subscribe(socket: SocketState, frame: SubscribeFrame): Promise<SubscribeRefusal | null> {
     const { room } = frame;
-    const refuse = (code: ErrorCode, message: string): void => {
+    const refuse = (code: ErrorCode, message: string): SubscribeRefusal => {
       this.counters.refused(`subscribe_${code}`);
       const named = room.length <= MAX_ECHOED_ROOM_LENGTH ? { room } : {};
-      this.engine.delivery.sendControl(socket, JSON.stringify({ type: "error", ...named, code, message, ...(frame.id === undefined ? {} : { id: frame.id }) }));
+      return { type: "error", ...named, code, message, ...(frame.id === undefined ? {} : { id: frame.id }) };
     };
     let budget = this.#subscribeBudgets.get(socket);
     if (!budget) this.#subscribeBudgets.set(socket, (budget = new TokenBucket()));
@@ -84,16 +85,17 @@ export class HubCore extends HubBase implements MultiplexFrames {
       return refuse("forbidden", "the connection's token does not open this room");
     }
     const followed = await this.rooms.follow(socket, room, { start: { since: frame.since ?? null, epoch: frame.epoch ?? null, rewind: null } });
-    if (followed === null) return;
+    if (followed === null) return null;
     if (!("socket" in followed)) return refuse(followed.code, followed.message);
     attachment.rooms.push(room);
     this.#persist(socket);
+    return null;
   }
 
   unsubscribe(socket: SocketState, frame: UnsubscribeFrame): void {
     const cursor = socket.cursors.get(frame.room);
     if (!cursor) {
-      this.engine.delivery.sendControl(socket, JSON.stringify({ type: "error", room: frame.room, code: "not_subscribed", message: "the connection does not follow this room", ...(frame.id === undefined ? {} : { id: frame.id }) }));
+      this.engine.delivery.sendAnswer(socket, JSON.stringify({ type: "error", room: frame.room, code: "not_subscribed", message: "the connection does not follow this room", ...(frame.id === undefined ? {} : { id: frame.id }) }));
       return;
     }
     this.#end(cursor);
@@ -102,7 +104,7 @@ export class HubCore extends HubBase implements MultiplexFrames {
   async authorize(socket: SocketState, frame: AuthFrame): Promise<void> {
     const secret = accessSettings(this.#env).tokenSecret;
     if (secret === null) {
-      this.engine.delivery.sendControl(socket, JSON.stringify({ type: "error", code: "bad_request", message: "the service takes no tokens (no TOKEN_SECRET)" }));
+      this.engine.delivery.sendAnswer(socket, JSON.stringify({ type: "error", code: "bad_request", message: "the service takes no tokens (no TOKEN_SECRET)" }));
       return;
     }
     const check = await verifyToken(frame.token, secret);
@@ -126,7 +128,7 @@ export class HubCore extends HubBase implements MultiplexFrames {
     }
     this.#persist(socket);
     const authorized: AuthorizedEvent = { type: "authorized", exp: check.claims.exp };
-    this.engine.delivery.sendControl(socket, JSON.stringify(authorized));
+    this.engine.delivery.sendAnswer(socket, JSON.stringify(authorized));
   }
 
   mayPublish(socket: SocketState, room: string): boolean {

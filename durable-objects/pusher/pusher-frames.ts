@@ -42,7 +42,11 @@ const CLIENT_EVENT_RATE: RatePolicy = { perSecond: PUSHER_LIMITS.clientEventsPer
  * into the channel's room (its sender skipped); and pongs, which acknowledge
  * what was sent before the server's ping. A refusal is a `pusher:error` or a
  * `pusher:subscription_error` and the connection stays; what a client library
- * never sends closes it.
+ * never sends closes it. Every answer (refusals, `pusher:pong`,
+ * `signin_success`, `cache_miss`, and `subscription_succeeded` from the
+ * engine) counts against the connection's window until a pong releases it,
+ * and every frame but an accepted subscribe or a pong costs a frame token: a
+ * client that never reads and keeps asking is closed with 4100.
  */
 export class PusherFrames {
   readonly #app: PusherApp | null;
@@ -82,9 +86,10 @@ export class PusherFrames {
     switch (frame.event) {
       case "pusher:ping":
         // The runtime answers pusher-js's exact ping for free; another spelling of it gets here, and
-        // costs a frame token, so that a client that never reads cannot pile pongs up for free.
+        // costs a frame token, and its pong counts against the window like every answer, so that a
+        // client that never reads cannot pile pongs up.
         if (!this.#engine.frames.spend(socket, now)) return;
-        this.#engine.delivery.sendControl(socket, PUSHER_PONG);
+        this.#engine.delivery.sendAnswer(socket, PUSHER_PONG);
         return;
       case "pusher:pong":
         if (this.#engine.delivery.answered(socket, now) === "forged") {
@@ -111,9 +116,11 @@ export class PusherFrames {
   async #subscribe(socket: SocketState, frame: PusherSubscribe, now: number): Promise<void> {
     const refuse = (error: SubscriptionError): void => {
       this.#counters.refused(`subscribe_${error.type}`);
-      // A refusal costs a frame token, so a client cannot have refusals for free.
+      // A refusal costs a frame token, as a refused multiplexed subscribe does, and its answer counts
+      // against the window: a client that keeps being refused is closed with 4100, read or not.
       if (!this.#engine.frames.spend(socket, now)) return;
-      this.#engine.delivery.sendControl(socket, pusherFrame("pusher:subscription_error", error, frame.channel));
+      if (this.#engine.delivery.get(socket.ws) !== socket) return;
+      this.#engine.delivery.sendAnswer(socket, pusherFrame("pusher:subscription_error", error, frame.channel));
     };
     let budget = this.#subscribeBudgets.get(socket);
     if (!budget) this.#subscribeBudgets.set(socket, (budget = new TokenBucket()));
@@ -175,7 +182,7 @@ export class PusherFrames {
   }
 
   #cacheMiss(socket: SocketState, channel: PusherChannel): void {
-    this.#engine.delivery.sendControl(socket, pusherFrame("pusher:cache_miss", {}, channel.name));
+    this.#engine.delivery.sendAnswer(socket, pusherFrame("pusher:cache_miss", {}, channel.name));
     // The room records Pusher's `cache_miss` webhook, from its outbox like every other.
     this.#rooms
       .root(this.roomOf(channel.name))
@@ -208,12 +215,12 @@ export class PusherFrames {
     // A connection is one user: signing in again as the same one changes nothing, as another is refused.
     if (attachment.user !== undefined) {
       if (attachment.user !== user.id) return this.#error(socket, null, `this connection is signed in as ${attachment.user}`);
-      this.#engine.delivery.sendControl(socket, pusherFrame("pusher:signin_success", { user_data: frame.userData }));
+      this.#engine.delivery.sendAnswer(socket, pusherFrame("pusher:signin_success", { user_data: frame.userData }));
       return;
     }
     attachment.user = user.id;
     this.#record(socket, (channels) => channels);
-    this.#engine.delivery.sendControl(socket, pusherFrame("pusher:signin_success", { user_data: frame.userData }));
+    this.#engine.delivery.sendAnswer(socket, pusherFrame("pusher:signin_success", { user_data: frame.userData }));
     await this.#watch(socket, user.watchlist.filter((id) => id !== user.id));
   }
 
@@ -279,7 +286,7 @@ export class PusherFrames {
   /** A `pusher:error` (the connection stays); `code` null when Pusher has no code for it. */
   #error(socket: SocketState, code: number | null, message: string, channel?: string): void {
     if (this.#engine.delivery.get(socket.ws) !== socket) return;
-    this.#engine.delivery.sendControl(socket, pusherFrame("pusher:error", { code, message }, channel));
+    this.#engine.delivery.sendAnswer(socket, pusherFrame("pusher:error", { code, message }, channel));
   }
 }
 

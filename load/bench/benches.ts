@@ -1,6 +1,7 @@
 /** Every benchmark, in the order `npm run bench` lists them. */
 import type { Bench } from "../src/kit/bench";
 import broadcast from "./broadcast";
+import broadcastIdle from "./broadcast-idle";
 import compare from "./compare";
 import cursor from "./cursor";
 import endlessUpload from "./endless-upload";
@@ -22,4 +23,4 @@ import storageCost from "./storage-cost";
 import webhooks from "./webhooks";
 
 
-export const BENCHES: readonly Bench[] = [compare, runtimeFloor, multiplex, sharded, hookSeam, pusher, publish, publishBatch, publishProfile, newRooms, storageCost, endlessUpload, broadcast, presence, webhooks, history, cursor, roomsChurn, pressure, faultSoak];
+export const BENCHES: readonly Bench[] = [compare, runtimeFloor, multiplex, sharded, hookSeam, pusher, publish, publishBatch, publishProfile, newRooms, storageCost, endlessUpload, broadcast, broadcastIdle, presence, webhooks, history, cursor, roomsChurn, pressure, faultSoak];

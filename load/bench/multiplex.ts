@@ -10,6 +10,8 @@ const client = ["--procs", "2", "--sources", "8"];
 // Each variant on a port of its own, so a server that is slow to go cannot hold up the next one.
 const spawnOn = (port: number): string[] => ["--spawn", "--port", String(port), "--server-gate", "off"];
 const mux = (...extra: string[]): string[] => ["--mux", PER_CONNECTION, ...extra];
+/** 20 connections that never read, each sending 12,000 frames at 600/s (the refusals table). */
+const REFUSERS = ["--refusers", "20", "--refusals", "12000", "--refusal-rate", "600"];
 
 const FANOUT_METRICS: MetricRow[] = [
   ["connected", "sockets connected", 0],
@@ -116,6 +118,33 @@ function tables(scale: number, rate: number): Record<string, Table> {
       ],
       metrics: FANOUT_METRICS,
     },
+    // A refused subscribe costs what any frame that changes nothing costs, and its answers count against the window:
+    // the honest readers' latency alone, beside 20 non-reading connections refused at 600/s each, and beside the same
+    // connections sending as many heartbeats, which the runtime answers without running the service's code (the floor).
+    refusals: {
+      title: `honest readers: 20 rooms × ${FOLLOWERS} followers over connections of ${PER_CONNECTION} rooms, 2 msg/s per room, 20 s; alone, beside 20 non-reading connections sending 12,000 refused subscribes each at 600/s, or as many heartbeats (the runtime's floor)`,
+      common: ["fanout", "--rooms", "20", "--sockets", String(FOLLOWERS), ...mux(), "--rate", "2", "--duration", "20", ...client],
+      variants: [
+        { name: "no storm", extra: spawnOn(18851) },
+        { name: "refused subscribes, 600/s each", extra: [...spawnOn(18852), ...REFUSERS] },
+        { name: "pings, 600/s each (floor)", extra: [...spawnOn(18853), ...REFUSERS, "--refusal-frame", "ping"] },
+      ],
+      metrics: [
+        ["subscriptions", "subscriptions (honest)", 0],
+        ["published", "messages published", 0],
+        ["expected", "deliveries expected", 0],
+        ["delivered", "delivered in time", 0],
+        ["latencyP50Ms", "latency p50 (ms)", 1],
+        ["latencyP95Ms", "latency p95 (ms)", 1],
+        ["latencyP99Ms", "latency p99 (ms)", 0],
+        ["lost", "lost (late + never)", 0],
+        ["refusalsSent", "frames sent by the non-readers", 0],
+        ["refusersClosed", "non-readers closed by the server", 0],
+        ["serverRssPeakBytes", "server RSS peak (MB)", 0, 1 / 1048576],
+        ["serverCpuPercent", "server CPU (% of a core)", 0],
+        ["machineBusyPercent", "machine busy (%)", 0],
+      ],
+    },
     // At full size (1,000 connections × 20 of 400 rooms), at 0.5 msg/s per room: 200 publishes and
     // 10,000 deliveries a second, what this machine carries beside 20,000 resumes at once.
     storm: {
@@ -164,12 +193,15 @@ Tables:
   pusher       the fanout table's shape: multiplexed connections against Pusher connections (/app/{key},
                docs/pusher.md) following the same rooms as channels, on 16 hubs of each kind
   pusher-idle  the idle table's 1,000 × 20 of 400: multiplexed against Pusher connections
+  refusals     honest readers (20 rooms × 50 followers over connections of 20 rooms, 2 msg/s per room) alone,
+               beside 20 connections that never read and send 12,000 refused subscribes each at 600/s
+               (--refusers 20), and beside the same connections sending heartbeats instead (the floor)
 --scale F multiplies the rooms of fanout and worker-held (and the single-room sockets of idle): 400 rooms × 50
 (20,000 sockets) are past a descriptor limit of 20,000, so 0.75 is the largest both columns reach equally
 there; 0.25, the default, is what a 2-core machine publishes at 2 msg/s per room without the server's thread
 saturating. The result goes to load/results/multiplex-<time>.json (npm run capacity -- --mux-from reads it).`,
   options: {
-    table: { default: "all", help: "fanout, idle, worker-held, storm, pusher, pusher-idle or all" },
+    table: { default: "all", help: "fanout, idle, worker-held, storm, pusher, pusher-idle, refusals or all" },
     rounds: { default: "3", help: "interleaved rounds, 1 to 9" },
     scale: { default: "0.25", help: "share of 400 rooms (fanout, worker-held) and of 20,000 single-room sockets (idle), in (0, 1]" },
     rate: { default: "2", help: "messages per second per room of fanout and worker-held, in (0, 50]" },

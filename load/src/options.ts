@@ -50,6 +50,14 @@ export interface LoadOptions {
   mux: number;
   /** The --mux connections speak Pusher (the front door, `/app/{key}`): each follows its rooms as channels. */
   pusher: boolean;
+  /** fanout with --mux: hostile connections beside the run that never read and send subscribes the hubs refuse (RefusalStorm). */
+  refusers: number;
+  /** Frames each refusing connection sends. */
+  refusals: number;
+  /** Frames per second each refusing connection sends (0: as fast as its socket takes them). */
+  refusalRate: number;
+  /** What the refusing connections send: refused subscribes, or heartbeats the runtime answers (the floor). */
+  refusalFrame: "subscribe" | "ping";
   // shape
   sockets: number;
   rooms: number;
@@ -153,6 +161,13 @@ Multiplexed connections (GET /ws; every delivery matched by room and seq per sub
                          K channels, and the rooms are those channels' (pusher:1:...); the --spawn'ed server gets the
                          Pusher app (id 1, key load-key). A Pusher connection has no seq: a channel's n-th event is
                          its room's seq n, and latency is measured from the publisher's send time
+  --refusers N           fanout --mux: N more connections that never read and, while the run publishes, send
+                         subscribes that are refused (a room they already follow): what the honest readers
+                         beside them see; how the server closed them
+  --refusals N           frames each refusing connection sends at most (default 12000)
+  --refusal-rate R       frames per second each refusing connection sends (default 0: as fast as it can)
+  --refusal-frame F      subscribe (default), or ping: the same connections sending heartbeats, which the
+                         runtime answers without running the service's code (the floor beside the storm)
 
 Output and bounds:
   --json                 print the result as JSON on stdout (human output goes to stderr)
@@ -185,7 +200,7 @@ const LOAD_OPTIONS = {
   ...Object.fromEntries(BASELINES.flatMap((b) => [...(b.flag ? [[b.flag, { flag: true }] as const] : []), [b.port.option, {}] as const])),
   url: {}, spawn: { flag: true }, port: {}, "baseline-only": { flag: true }, "baseline-durable": { flag: true }, "server-gate": {}, "server-dir": {}, "server-pid": {},
   "allow-remote": { flag: true }, "publish-header": { multiple: true }, "ws-param": { multiple: true }, "server-var": { multiple: true },
-  procs: {}, sources: {}, "in-flight": {}, "handshake-timeout": {}, "ack-bytes": {}, mux: {}, pusher: { flag: true }, sockets: {}, rooms: {}, wave: {}, hold: {}, rate: {}, publishers: {},
+  procs: {}, sources: {}, "in-flight": {}, "handshake-timeout": {}, "ack-bytes": {}, mux: {}, pusher: { flag: true }, refusers: {}, refusals: {}, "refusal-rate": {}, "refusal-frame": {}, sockets: {}, rooms: {}, wave: {}, hold: {}, rate: {}, publishers: {},
   payload: {}, duration: {}, deadline: {}, "slow-fraction": {}, "slow-count": {}, stall: {}, "drop-at": {}, mode: {}, "backoff-base": {}, "backoff-max": {}, select: {},
   "sample-ms": {}, "max-seconds": {}, json: { flag: true }, out: {}, "no-report": { flag: true }, quiet: { flag: true },
 } as const satisfies OptionSpecs;
@@ -226,6 +241,10 @@ export function parseLoadOptions(argv: string[]): LoadOptions {
     ackBytes: int(values["ack-bytes"], "ack-bytes", 0, 0, 64 * 1024 * 1024),
     mux: int(values.mux, "mux", 0, 0, MAX_ROOMS_PER_CONNECTION),
     pusher: values.pusher ?? false,
+    refusers: int(values.refusers, "refusers", 0, 0, 100),
+    refusals: int(values.refusals, "refusals", 12_000, 1, 1_000_000),
+    refusalRate: num(values["refusal-rate"], "refusal-rate", 0, 0, 1_000_000),
+    refusalFrame: readChoice(values["refusal-frame"], "refusal-frame", ["subscribe", "ping"], "subscribe"),
     sockets: int(values.sockets, "sockets", d.sockets ?? 1000, 1, HARD_SOCKET_CAP),
     rooms: int(values.rooms, "rooms", d.rooms ?? 1, 1, 1000),
     wave: int(values.wave, "wave", d.wave ?? HARD_SOCKET_CAP, 1, HARD_SOCKET_CAP),
@@ -253,6 +272,7 @@ export function parseLoadOptions(argv: string[]): LoadOptions {
   if (options.stallSeconds < 0) options.stallSeconds = options.durationSeconds;
   if (options.mux > 0) muxProblem(options);
   if (options.pusher && (options.mux === 0 || options.baselines.length > 0)) throw new Error("--pusher goes with --mux K, against the service only (no baseline speaks Pusher)");
+  if (options.refusers > 0 && (name !== "fanout" || options.mux === 0 || options.pusher)) throw new Error("--refusers is for fanout --mux (multiplexed connections)");
   const total = totalSockets(options);
   if (options.slowCount > total) throw new Error(`--slow-count ${options.slowCount} is more than the ${total} sockets of the run`);
   if (total > HARD_SOCKET_CAP) {

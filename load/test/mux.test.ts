@@ -59,6 +59,15 @@ describe("--mux: which rooms each connection follows", () => {
     expect(() => parseLoadOptions(["fanout", "--rooms", "4", "--sockets", "3", "--mux", "5"])).toThrow(/more rooms/);
     expect(() => parseLoadOptions(["fanout", "--rooms", "4", "--sockets", "2", "--mux", "2", "--baseline"])).toThrow(/Node baseline/);
   });
+
+  it("takes --refusers beside a multiplexed fanout only, sending refused subscribes unless told to send heartbeats", () => {
+    const storm = parseLoadOptions(["fanout", "--rooms", "4", "--sockets", "2", "--mux", "2", "--refusers", "3", "--refusal-rate", "600"]);
+    expect(storm).toMatchObject({ refusers: 3, refusals: 12_000, refusalRate: 600, refusalFrame: "subscribe" });
+    expect(parseLoadOptions(["fanout", "--rooms", "4", "--sockets", "2", "--mux", "2", "--refusers", "3", "--refusal-frame", "ping"]).refusalFrame).toBe("ping");
+    expect(() => parseLoadOptions(["fanout", "--rooms", "4", "--sockets", "2", "--refusers", "3"])).toThrow(/--refusers is for fanout --mux/);
+    expect(() => parseLoadOptions(["connect", "--sockets", "2", "--mux", "2", "--rooms", "4", "--refusers", "3"])).toThrow(/--refusers is for fanout --mux/);
+    expect(() => parseLoadOptions(["fanout", "--rooms", "4", "--sockets", "2", "--mux", "2", "--refusers", "3", "--refusal-frame", "publish"])).toThrow(/refusal-frame/);
+  });
 });
 
 describe("--mux against the local server", () => {
@@ -90,6 +99,18 @@ describe("--mux against the local server", () => {
     expect(s.subscribeRefusals).toBe(2);
     expect((run.details.subscribe as { refusalsByCode: Record<string, number> }).refusalsByCode).toEqual({ too_many_rooms: 2 });
     expect(s.subscriptions).toBe(4);
+    expect(s.expected).toBeGreaterThan(0);
+    expect(s.lost).toBe(0);
+  }, 120_000);
+
+  it("--refusers: the non-readers' refused subscribes end their connections, and the honest readers beside them lose nothing", async () => {
+    const { url } = await server();
+    const run = load(url, "fanout", "--rooms", "2", "--sockets", "2", "--mux", "2", "--rate", "4", "--duration", "3", "--deadline", "3000", "--refusers", "2", "--refusals", "2000");
+    const s = run.summary;
+    expect(s.refusalsSent).toBeGreaterThan(0);
+    // Past CLIENT_FRAME_BURST (60) refusals at once, each is closed with 4009.
+    expect(s.refusersClosed).toBe(2);
+    expect((run.details.refusers as { closesByCode: Record<string, number> }).closesByCode).toEqual({ "4009": 2 });
     expect(s.expected).toBeGreaterThan(0);
     expect(s.lost).toBe(0);
   }, 120_000);

@@ -161,6 +161,11 @@ export async function startServer(options: ServerOptions = {}): Promise<LocalSer
   return server;
 }
 
+/** Resident memory of process `pid` in MB (Linux: /proc/<pid>/status). */
+export function rssMb(pid: number): number {
+  return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0) / 1024;
+}
+
 /** Whether process `pid` still exists (signal 0 delivers nothing; it only checks). */
 export function alive(pid: number): boolean {
   try {

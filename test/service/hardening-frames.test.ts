@@ -1,9 +1,8 @@
-import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { DEFAULTS } from "../../common/settings";
 import { CloseCode } from "../../protocol";
-import { startServer, type LocalServer } from "../helpers/server";
+import { rssMb, startServer, type LocalServer } from "../helpers/server";
 import { until } from "../helpers/wait";
 
 // workerd buffers a client message whole (up to 32 MiB) before the room can
@@ -23,10 +22,6 @@ afterAll(async () => {
 });
 
 const MAX_FRAME = DEFAULTS.MAX_FRAME_BYTES;
-
-function rssMb(pid: number): number {
-  return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0) / 1024;
-}
 
 interface Client {
   ws: WebSocket;

@@ -251,3 +251,94 @@ describe("a front door that is off", () => {
     expect((socket.of("pusher:error")[0]?.data as { message: string }).message).toContain("PUSHER_APP_SECRET");
   });
 });
+
+describe("refused subscribes", () => {
+  /** A subscribe to a private channel whose signature is not the app's: always refused (AuthError). */
+  const forged = (socket: PusherSocket, i: number) => socket.subscribe(`private-forged-${i % 50}`, { auth: `${APP.key}:${"0".repeat(64)}` });
+  /** Bytes of the `pusher:subscription_error` frames a connection received. */
+  const refusalBytes = (socket: PusherSocket) => socket.of("pusher:subscription_error").reduce((sum, e) => sum + JSON.stringify({ event: e.event, channel: e.channel, data: e.rawData }).length, 0);
+
+  it("in a storm from a client that never reads close it with 4100 (over its frame rate), answered no more than its budget", async () => {
+    const reader = await PusherSocket.open(server);
+    await reader.socketId();
+    reader.subscribe("refusals-live");
+    await reader.waitFor("pusher_internal:subscription_succeeded");
+    const storm = await PusherSocket.open(server);
+    await storm.socketId();
+    storm.answerPings = false;
+    storm.pauseReading();
+    for (let i = 0; i < 5000; i++) forged(storm, i);
+    await sleep(1000);
+    // The reader beside it is still served.
+    await publish(server.url, roomOf("refusals-live"), { still: "here" });
+    await reader.waitFor("message", 1, 10_000, "refusals-live");
+    (storm.ws as unknown as { _socket: { resume(): void } })._socket.resume();
+    expect((await storm.closed).code).toBe(PusherCloseCode.OVER_CAPACITY);
+    // CLIENT_FRAME_BURST (60) and a second or two of CLIENT_FRAMES_PER_SECOND (20), not 5,000 answers.
+    expect(storm.of("pusher:subscription_error").length).toBeLessThanOrEqual(120);
+    expect(reader.closeCode).toBeNull();
+    reader.close();
+  });
+
+  describe("within the frame rate", () => {
+    const FRAMES_PER_SECOND = 200;
+    /** The answers a connection may leave unread: its window, and at least 64 KiB (docs/pusher.md#limits). */
+    const ANSWER_ALLOWANCE = 64 * 1024;
+    let fast: LocalServer;
+    beforeAll(async () => {
+      fast = await startServer({
+        env: pusherVars(),
+        vars: { WINDOW_BYTES: String(WINDOW), CLIENT_FRAMES_PER_SECOND: String(FRAMES_PER_SECOND), CLIENT_FRAME_BURST: String(FRAMES_PER_SECOND) },
+      });
+    });
+    afterAll(async () => {
+      await fast?.stop();
+    });
+
+    /** Sends refused subscribes at three quarters of the frame rate for up to `ms`, until the connection closes. */
+    async function refuseFor(socket: PusherSocket, ms: number, reading: boolean): Promise<number> {
+      const started = Date.now();
+      let sent = 0;
+      while (socket.closeCode === null && Date.now() - started < ms) {
+        forged(socket, sent);
+        sent += 1;
+        await sleep(Math.max(0, started + (sent * 1000) / (0.75 * FRAMES_PER_SECOND) - Date.now()));
+        if (!reading && sent % 100 === 0) {
+          // The close frame waits behind what it was not reading: look for it now and then.
+          (socket.ws as unknown as { _socket: { resume(): void } })._socket.resume();
+          await sleep(20);
+          socket.pauseReading();
+        }
+      }
+      return sent;
+    }
+
+    it("close a client that never reads (nor answers pings) with 4100 once its unread answers fill the allowance", async () => {
+      const silent = await PusherSocket.open(fast);
+      await silent.socketId();
+      silent.answerPings = false;
+      silent.pauseReading();
+      await refuseFor(silent, 15_000, false);
+      (silent.ws as unknown as { _socket: { resume(): void } })._socket.resume();
+      expect((await silent.closed).code).toBe(PusherCloseCode.OVER_CAPACITY);
+      // It was asked to prove what it read before the allowance filled, and never answered.
+      expect(silent.of("pusher:ping").length).toBeGreaterThanOrEqual(1);
+      // What it was sent and never acknowledged: the allowance and one answer at most.
+      expect(refusalBytes(silent)).toBeLessThanOrEqual(ANSWER_ALLOWANCE + 1024);
+    });
+
+    it("leave an honest client's connection open: it reads its refusals and answers the pings they bring", async () => {
+      const honest = await PusherSocket.open(fast);
+      await honest.socketId();
+      const sent = await refuseFor(honest, 5000, true);
+      await honest.waitFor("pusher:subscription_error", sent);
+      // Past the allowance in all: released by its pongs.
+      expect(refusalBytes(honest)).toBeGreaterThan(ANSWER_ALLOWANCE);
+      expect(honest.of("pusher:ping").length).toBeGreaterThanOrEqual(1);
+      honest.subscribe("refusals-honest");
+      await honest.waitFor("pusher_internal:subscription_succeeded");
+      expect(honest.closeCode).toBeNull();
+      honest.close();
+    });
+  });
+});

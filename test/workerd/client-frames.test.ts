@@ -9,6 +9,7 @@ import { describe, expect, it } from "vitest";
 import { CloseCode, type PublishedEvent, type ServerError } from "../../protocol";
 import { ACTIVITY_PERSIST_MS, type SocketAttachment } from "../../durable-objects/engine/attachment";
 import { ClientFrames, type FrameHost, type FrameLimits } from "../../durable-objects/engine/client-frames";
+import { ANSWER_ALLOWANCE_FLOOR } from "../../durable-objects/engine/delivery";
 import type { Cursor } from "../../durable-objects/engine/cursor";
 import { NO_FRAME_HOOKS, type FrameHooks } from "../../durable-objects/engine/frame-hooks";
 import type { PublishOutcome } from "../../durable-objects/engine/publish-outcome";
@@ -40,8 +41,8 @@ class RecordingHost implements FrameHost {
 const LIMITS: FrameLimits = { maxFrameBytes: 2048, maxMessageBytes: 512, rate: { perSecond: 1, burst: 100 } };
 
 /** One socket in a room, and ClientFrames with `limits` in front of it. */
-function setup(limits: Partial<FrameLimits> = {}, attachment: SocketAttachment = attachmentOf()) {
-  const rig = new DeliveryRig();
+function setup(limits: Partial<FrameLimits> = {}, attachment: SocketAttachment = attachmentOf(), windowBytes?: number) {
+  const rig = new DeliveryRig({ windowBytes });
   const host = new RecordingHost();
   const frames = new ClientFrames(rig.delivery, rig.counters, { ...LIMITS, ...limits }, host);
   const { socket, peer } = rig.connect(attachment);
@@ -210,6 +211,41 @@ describe("publishes", () => {
       { type: "error", code: "forbidden", message: "not in this room", id: "r" },
       { type: "error", code: "internal", message: "the message could not be stored", id: "f" },
     ]);
+    expect(t.open()).toBe(true);
+  });
+});
+
+describe("answers", () => {
+  it("count against the window until an ack of a later frame releases them, and a socket that leaves a window of them unread is closed with 4008", async () => {
+    // A window below the floor: the allowance is the floor.
+    const t = setup({ rate: { perSecond: 0, burst: 1 } }, attachmentOf(), 4096);
+    const first = t.rig.publish("before");
+    for (let i = 0; i < 10; i++) await t.send({ type: "publish", data: i, id: `a${i}` });
+    const answered = t.socket.window.answersInFlight;
+    expect(answered).toBeGreaterThan(10 * 20);
+    // An ack of a frame sent before the answers releases that frame, not them.
+    await t.send({ type: "ack", seq: first.message.seq, tag: first.message.tag });
+    expect(t.socket.window.answersInFlight).toBe(answered);
+    const later = t.rig.publish("after");
+    await t.send({ type: "ack", seq: later.message.seq, tag: later.message.tag });
+    expect(t.socket.window.answersInFlight).toBe(0);
+    // Now it reads nothing: answered until the allowance is full, then closed instead of answered again.
+    let sent = 0;
+    while (t.open() && sent < 10_000) {
+      await t.send({ type: "publish", data: sent, id: `b${sent}` });
+      sent += 1;
+    }
+    expect(await closeOf(t.peer)).toEqual({ code: CloseCode.SLOW_CONSUMER, reason: "answers not read: resume with since" });
+    const unread = t.socket.window.answersInFlight;
+    expect(unread).toBeGreaterThanOrEqual(ANSWER_ALLOWANCE_FLOOR);
+    expect(unread).toBeLessThan(ANSWER_ALLOWANCE_FLOOR + 100);
+    expect(t.rig.counters.values.kicks).toBe(1);
+  });
+
+  it("are not bounded with a window of 0 (no window)", async () => {
+    const t = setup({ rate: { perSecond: 0, burst: 1 } }, attachmentOf(), 0);
+    for (let i = 0; i < 2000; i++) await t.send({ type: "publish", data: i, id: `c${i}` });
+    expect(t.socket.window.answersInFlight).toBeGreaterThan(ANSWER_ALLOWANCE_FLOOR);
     expect(t.open()).toBe(true);
   });
 });

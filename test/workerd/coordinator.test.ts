@@ -77,7 +77,7 @@ describe("fan-out", () => {
       { concurrency: 7, attempts: 3, backoffMs: 1 },
     );
     expect(peak).toBe(7);
-    expect(result).toEqual({ rooms: 120, sockets: 240, duplicates: 0, refused: 0, failed: [] });
+    expect(result).toEqual({ rooms: 120, sockets: 240, duplicates: 0, refused: 0, failed: [], paced: 0 });
   });
 
   it("retries failing rooms, and reports the ones that never succeed after `attempts` tries", async () => {
@@ -94,7 +94,7 @@ describe("fan-out", () => {
       { concurrency: 2, attempts: 3, backoffMs: 1 },
     );
     expect(Object.fromEntries(calls)).toEqual({ flaky: 3, dead: 3, fine: 1 });
-    expect(result).toEqual({ rooms: 2, sockets: 2, duplicates: 1, refused: 0, failed: ["dead"] });
+    expect(result).toEqual({ rooms: 2, sockets: 2, duplicates: 1, refused: 0, failed: ["dead"], paced: 0 });
   });
 });
 

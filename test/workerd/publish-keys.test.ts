@@ -9,7 +9,7 @@ import { Stream } from "../../durable-objects/engine/stream";
 import { History } from "../../durable-objects/room/storage/history";
 import { IdempotencyKeys } from "../../durable-objects/room/storage/idempotency-keys";
 import { MetaStore } from "../../durable-objects/room/storage/meta-store";
-import { keyedPublish, PublishKeys } from "../../durable-objects/room/storage/publish-keys";
+import { keyedPublish, MAX_KEYS_PER_SPACE, PublishKeys } from "../../durable-objects/room/storage/publish-keys";
 import { Publishing } from "../../durable-objects/room/publishing";
 import type { Env } from "../../worker/env";
 import { sleep, until } from "../helpers/wait";
@@ -189,6 +189,41 @@ describe("PublishKeys", () => {
       const a = await off.publishing.publish("8", {}, keyedPublish("h", "off", "h8"));
       const b = await off.publishing.publish("8", {}, keyedPublish("h", "off", "h8"));
       expect([a, b].map((r) => ("seq" in r ? r.seq : null))).toEqual([8, 9]);
+    });
+  });
+
+  it("recognises a key past the keys memory holds from its row, reads no row for a new key, and one span of rows for an old one", async () => {
+    const stub = bindings.ROOMS.get(bindings.ROOMS.idFromName("keys-evicted"));
+    await runInDurableObject(stub, async (_i, state) => {
+      const bounds = { maxMessages: 10_000, maxAgeMs: 600_000 };
+      const { publishing, counters } = publishingOn(state, bounds, 600_000);
+      await publishing.publish('"first"', {}, keyedPublish("h", "first", "hash-first"));
+      // 10,000 more keys than memory holds, 1,000 per flush.
+      const others = MAX_KEYS_PER_SPACE + 10_000;
+      for (let from = 0; from < others; from += 1000) {
+        await Promise.all(Array.from({ length: 1000 }, (_, j) => publishing.publish("0", {}, keyedPublish("h", `k${from + j}`, `hash${from + j}`))));
+      }
+      expect(counters.values.historyRowsWritten).toBeLessThan(70);
+      const read = () => counters.values.historyRowsRead;
+      // A key never published: the filters of the evicted keys say no (a false positive in a few hundred reads a span).
+      const before = read();
+      for (let i = 0; i < 200; i++) expect(publishing.prior(keyedPublish("h", `never-${i}`, "x"))).toBeNull();
+      expect(read() - before).toBeLessThan(40);
+      // The oldest keys left memory; their rows answer for them: each lookup reads the span of rows of the
+      // 10,001 keys that left (about a sixth of the 61 rows), not the ring.
+      const at = read();
+      expect(publishing.prior(keyedPublish("h", "first", "hash-first"))).toEqual({ seq: 1, recipients: 0, duplicate: true });
+      expect(publishing.prior(keyedPublish("h", "first", "other"))).toMatchObject({ refused: { error: "conflict" } });
+      expect(publishing.prior(keyedPublish("h", "k5", "hash5"))).toEqual({ seq: 7, recipients: 0, duplicate: true });
+      expect(read() - at).toBeLessThanOrEqual(3 * 15);
+      // The newest are still in memory: nothing read.
+      const last = read();
+      expect(publishing.prior(keyedPublish("h", `k${others - 1}`, `hash${others - 1}`))).toEqual({ seq: others + 1, recipients: 0, duplicate: true });
+      expect(read()).toBe(last);
+      // The same from a new instance, which rebuilds its keys from the rows.
+      const after = publishingOn(state, bounds, 600_000);
+      expect(after.publishing.prior(keyedPublish("h", "first", "hash-first"))).toEqual({ seq: 1, recipients: 0, duplicate: true });
+      expect(after.publishing.prior(keyedPublish("s", "first", "hash-first"))).toBeNull();
     });
   });
 

@@ -367,6 +367,30 @@ describe("SendWindow", () => {
     expect(w.ack(0, 6, 60, 6)).toBe("released");
     expect(w.inFlight).toBe(0);
   });
+
+  it("counts answers apart, released by the ack of a later frame or the answer to a later solicitation", () => {
+    const w = new SendWindow();
+    w.answerSent(300);
+    w.answerSent(200);
+    expect(w.answersInFlight).toBe(500);
+    expect(w.hasAnswerRoom(600)).toBe(true);
+    expect(w.hasAnswerRoom(500)).toBe(false);
+    // Answers alone ask for a proof at half the allowance, where messages ask at half the window.
+    expect(w.wantsSolicit(10_000, 2000)).toBe(false);
+    w.answerSent(500);
+    expect(w.wantsSolicit(10_000, 2000)).toBe(true);
+    w.solicit();
+    expect(w.wantsSolicit(10_000, 2000)).toBe(false);
+    w.answerSent(100);
+    // The answer releases what was sent before the request, not the answer sent after it.
+    expect(w.answered()).toBe("released");
+    expect(w.answersInFlight).toBe(100);
+    expect(w.answered()).toBe("forged");
+    // An ack of a frame sent after an answer releases it too.
+    frame(w, 1, 50);
+    expect(w.ack(0, 1, 7, 1)).toBe("released");
+    expect(w.answersInFlight).toBe(0);
+  });
 });
 
 describe("SocketState", () => {

@@ -34,7 +34,7 @@ export async function runBroadcast(
   idempotencyKey: string,
 ): Promise<BroadcastResult> {
   const message: BroadcastMessage = { dataJson, key: roomKey(idempotencyKey) };
-  const total: FanOutResult = { rooms: 0, sockets: 0, duplicates: 0, refused: 0, failed: [] };
+  const total: FanOutResult = { rooms: 0, sockets: 0, duplicates: 0, refused: 0, failed: [], paced: 0 };
   let failedCount = 0;
   const failedShards: number[] = [];
   const add = (part: FanOutResult) => {
@@ -42,6 +42,7 @@ export async function runBroadcast(
     total.sockets += part.sockets;
     total.duplicates += part.duplicates;
     total.refused += part.refused;
+    total.paced += part.paced;
     failedCount += part.failed.length;
     for (const room of part.failed) if (total.failed.length < FAILED_NAMES_MAX) total.failed.push(room);
   };
@@ -56,7 +57,7 @@ export async function runBroadcast(
       if (part) add(part);
       else {
         if (!failedShards.includes(index)) failedShards.push(index);
-        add({ rooms: 0, sockets: 0, duplicates: 0, refused: 0, failed: [...rooms] });
+        add({ rooms: 0, sockets: 0, duplicates: 0, refused: 0, failed: [...rooms], paced: 0 });
       }
     });
   } else {
@@ -84,6 +85,7 @@ export async function runBroadcast(
     duplicates: total.duplicates,
     duplicate: total.rooms > 0 && total.duplicates === total.rooms,
     refused: total.refused,
+    paced: total.paced,
     failed: total.failed,
     failedCount,
     failedShards,

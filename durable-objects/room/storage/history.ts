@@ -346,25 +346,34 @@ export class History implements MessageSource {
   }
 
   /**
-   * The rows written at or after `since` (ms) and still kept that carry
-   * publish keys, oldest first, with each key entry and its message's seq:
-   * what a room's publish keys are rebuilt from when it wakes
-   * (publish-keys.ts). Reads the rows in that span once each, plus a binary
+   * The rows written at or after `since` (ms), within the age bound and still
+   * in the ring, that carry publish keys, oldest first, with each key entry
+   * and its message's seq: what a room's publish keys are rebuilt from when it
+   * wakes (publish-keys.ts). A key lives as long as its row is in the ring, as
+   * `keeps` says, even when its message is older than the last `maxMessages`
+   * that history serves. Reads the rows in that span once each, plus a binary
    * search for where it starts.
    */
   keyedRows(since: number, counter: { rowsRead: number }, now = Date.now()): KeyedRow[] {
     if (!this.#tables || !this.#keysColumn || this.#latestRow === 0) return [];
-    const start = this.#firstKept(Math.max(1, this.#latestRow - this.#size + 1), Math.max(now, since + this.#maxAgeMs), counter);
+    const start = this.#firstRowSince(Math.max(since, now - this.#maxAgeMs), counter);
     if (start === null) return [];
-    const rows = this.#rowsBetween<{ row: number; first: number; ts: number; keys: string }>(start.row, this.#latestRow, "row, first, ts, keys", counter, "keys != ''");
-    return rows.map((r) => ({
-      row: r.row,
-      ts: r.ts,
-      entries: r.keys.split(" ").map((item) => {
-        const colon = item.indexOf(":");
-        return { seq: r.first + Number(item.slice(0, colon)), entry: item.slice(colon + 1) };
-      }),
-    }));
+    return this.#rowsBetween<KeysColumn>(start.row, this.#latestRow, "row, first, ts, keys", counter, "keys != ''").map(keyedRowOf);
+  }
+
+  /**
+   * The rows from `fromRow` to `toRow` still in the ring whose publish keys
+   * contain `text`, oldest first, with their key entries: where a key that
+   * left the room's memory is looked up (publish-keys.ts). One range read over
+   * those rows' slots; SQLite compares each row's keys, and only the rows that
+   * match are returned.
+   */
+  keyedRowsContaining(text: string, fromRow: number, toRow: number, counter: { rowsRead: number }): KeyedRow[] {
+    if (!this.#tables || !this.#keysColumn || this.#latestRow === 0) return [];
+    const low = Math.max(fromRow, this.#latestRow - this.#size + 1, 1);
+    const high = Math.min(toRow, this.#latestRow);
+    if (low > high) return [];
+    return this.#rowsBetween<KeysColumn>(low, high, "row, first, ts, keys", counter, "instr(keys, ?) > 0", text).map(keyedRowOf);
   }
 
   // -------------------------------------------------------------------------
@@ -382,14 +391,14 @@ export class History implements MessageSource {
     }
   }
 
-  /** Rows `low`..`high` (within the ring), oldest first, by range reads over their slots. */
-  #rowsBetween<T extends { row: number }>(low: number, high: number, columns: string, counter: { rowsRead: number }, where = "1"): T[] {
+  /** Rows `low`..`high` (within the ring), oldest first, by range reads over their slots; `where` may bind `bindings`. */
+  #rowsBetween<T extends { row: number }>(low: number, high: number, columns: string, counter: { rowsRead: number }, where = "1", ...bindings: SqlStorageValue[]): T[] {
     const a = low % this.#size;
     const b = high % this.#size;
     const ranges = a <= b ? [[a, b]] : [[a, this.#size - 1], [0, b]];
     const rows: T[] = [];
     for (const [from, to] of ranges) {
-      const cursor = this.#sql.exec<T & Record<string, SqlStorageValue>>(`SELECT ${columns} FROM log WHERE slot BETWEEN ? AND ? AND ${where} ORDER BY slot`, from, to);
+      const cursor = this.#sql.exec<T & Record<string, SqlStorageValue>>(`SELECT ${columns} FROM log WHERE slot BETWEEN ? AND ? AND ${where} ORDER BY slot`, from, to, ...bindings);
       rows.push(...cursor.toArray());
       counter.rowsRead += cursor.rowsRead;
     }
@@ -464,6 +473,24 @@ export class History implements MessageSource {
     return found;
   }
 
+  /** The oldest row still in the ring written at or after `since` (rows are in time order), or null when none is. */
+  #firstRowSince(since: number, counter: { rowsRead: number }): RowMeta | null {
+    let lo = Math.max(1, this.#latestRow - this.#size + 1);
+    let hi = this.#latestRow;
+    let found: RowMeta | null = null;
+    while (lo <= hi) {
+      const mid = Math.floor((lo + hi) / 2);
+      const meta = this.#rowMeta(mid, counter);
+      if (meta !== null && meta.ts >= since) {
+        found = meta;
+        hi = mid - 1;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    return found;
+  }
+
   /**
    * Finds the newest row of the stored ring, after re-mapping it when it was
    * written with another size than the room's now (ring-layout.ts).
@@ -500,6 +527,26 @@ export interface KeyedRow {
   row: number;
   ts: number;
   entries: { seq: number; entry: string }[];
+}
+
+/** What a row's `keys` column is read with. */
+interface KeysColumn {
+  row: number;
+  first: number;
+  ts: number;
+  keys: string;
+}
+
+/** A row's `keys` column as its entries, each `<offset in the row>:<entry>`, space-separated. */
+function keyedRowOf(r: KeysColumn): KeyedRow {
+  return {
+    row: r.row,
+    ts: r.ts,
+    entries: r.keys.split(" ").map((item) => {
+      const colon = item.indexOf(":");
+      return { seq: r.first + Number(item.slice(0, colon)), entry: item.slice(colon + 1) };
+    }),
+  };
 }
 
 /** A row's event texts, cut by their stored lengths. */

@@ -1,4 +1,5 @@
-import type { History } from "./history";
+import { EvictedKeys } from "./evicted-keys";
+import type { History, KeyedRow } from "./history";
 
 /**
  * The idempotency keys a room's publishers sent (HTTP `Idempotency-Key`, a
@@ -18,9 +19,12 @@ import type { History } from "./history";
  *
  * Keys of HTTP publishers and of sockets are in spaces of their own (`h`,
  * `s`): a socket cannot take a key an HTTP publisher will use. The index
- * holds at most MAX_KEYS_PER_SPACE keys of each space; past it the oldest go
- * first, so under a flood of keyed publishes the reach shrinks, and memory
- * does not grow.
+ * holds at most MAX_KEYS_PER_SPACE keys of each space; past it the oldest
+ * leave memory, not reach: EvictedKeys (a filter per 65,536 of them) says in
+ * which rows such a key may be, and a key missing from the index is looked
+ * up there (one range read over those rows). So under a flood of keyed
+ * publishes memory does not grow, and a key is still recognised as long as
+ * its row is within reach.
  */
 
 /** Whose key it is: an HTTP publisher's (`h`) or a socket's (`s`). */
@@ -76,6 +80,8 @@ export class PublishKeys {
   readonly #rowsRead: (rows: number) => void;
   readonly #byId = new Map<string, Indexed>();
   readonly #queues: Record<KeySpace, KeyQueue> = { h: new KeyQueue(), s: new KeyQueue() };
+  /** Keys that left the index for lack of room while their rows are within reach. */
+  readonly #evicted = new EvictedKeys();
   #loaded = false;
 
   /** `reachMs`: PUBLISH_DEDUPE_SECONDS (0: keys are neither kept nor looked up); `rowsRead` counts what rebuilding reads. */
@@ -89,13 +95,14 @@ export class PublishKeys {
     return this.#reachMs > 0;
   }
 
-  /** The stored publish of `id`, while it is within reach. */
+  /** The stored publish of `id`, while it is within reach: from memory, or from its row when it left memory. */
   find(id: string, now = Date.now()): KnownKey | null {
     if (!this.enabled) return null;
     this.#load(now);
     this.#evict(now);
     const found = this.#byId.get(id);
-    return found && this.#reaches(found, now) ? { seq: found.seq, bodyHash: found.bodyHash } : null;
+    if (found && this.#reaches(found, now)) return { seq: found.seq, bodyHash: found.bodyHash };
+    return this.#findInRows(id, now);
   }
 
   /** The text stored for a keyed publish in its row's `keys` column (no spaces: keys are visible ASCII). */
@@ -118,6 +125,7 @@ export class PublishKeys {
   /** After the room gave its storage back (deleteAll): nothing is known, and nothing is left to load. */
   reset(): void {
     this.#byId.clear();
+    this.#evicted.clear();
     this.#queues.h = new KeyQueue();
     this.#queues.s = new KeyQueue();
     this.#loaded = false;
@@ -130,20 +138,42 @@ export class PublishKeys {
     this.#loaded = true;
     const counter = { rowsRead: 0 };
     for (const row of this.#history.keyedRows(now - this.#reachMs, counter, now)) {
-      for (const { seq, entry } of row.entries) {
-        const comma = entry.indexOf(",");
-        if (comma < 0) continue;
-        this.#add(entry.slice(comma + 1), { seq, bodyHash: entry.slice(0, comma), row: row.row, ts: row.ts });
-      }
+      for (const { id, entry } of keysOf(row)) this.#add(id, entry);
     }
     this.#rowsRead(counter.rowsRead);
+  }
+
+  /**
+   * A key not in memory, looked up in the rows of the keys that left it (the
+   * newest of its entries within reach): nothing is read unless a filter of
+   * those keys says it may be there.
+   */
+  #findInRows(id: string, now: number): KnownKey | null {
+    const reaches = (row: number, ts: number): boolean => this.#reaches({ row, ts }, now);
+    const counter = { rowsRead: 0 };
+    const matches: Indexed[] = [];
+    for (const span of this.#evicted.spansOf(id, reaches)) {
+      // Entries are `<hash>,<id>`: rows whose keys hold `,<id>` are read, and each entry compared whole.
+      for (const row of this.#history.keyedRowsContaining(`,${id}`, span.from, span.to, counter)) {
+        for (const key of keysOf(row)) if (key.id === id && this.#reaches(key.entry, now)) matches.push(key.entry);
+      }
+      if (matches.length > 0) break;
+    }
+    this.#rowsRead(counter.rowsRead);
+    const newest = matches.reduce<Indexed | null>((a, b) => (a === null || b.seq > a.seq ? b : a), null);
+    return newest === null ? null : { seq: newest.seq, bodyHash: newest.bodyHash };
   }
 
   #add(id: string, entry: Indexed): void {
     const queue = this.#queues[spaceOf(id)];
     this.#byId.set(id, entry);
     queue.push(id, entry);
-    while (queue.size > MAX_KEYS_PER_SPACE) this.#dropHead(queue);
+    while (queue.size > MAX_KEYS_PER_SPACE) {
+      // Out of memory's room, not out of reach: its row still answers for it.
+      const oldest = queue.items[queue.head] as { id: string; row: number; ts: number };
+      this.#evicted.add(oldest.id, oldest.row, oldest.ts);
+      this.#dropHead(queue);
+    }
   }
 
   #reaches(entry: { row: number; ts: number }, now: number): boolean {
@@ -163,6 +193,16 @@ export class PublishKeys {
     // The key may have been stored again since (a later publish once the first was out of reach).
     if (this.#byId.get(item.id)?.seq === item.seq) this.#byId.delete(item.id);
   }
+}
+
+/** A row's keyed publishes: each key's id and what the index keeps of it. */
+function keysOf(row: KeyedRow): { id: string; entry: Indexed }[] {
+  const keys: { id: string; entry: Indexed }[] = [];
+  for (const { seq, entry } of row.entries) {
+    const comma = entry.indexOf(",");
+    if (comma >= 0) keys.push({ id: entry.slice(comma + 1), entry: { seq, bodyHash: entry.slice(0, comma), row: row.row, ts: row.ts } });
+  }
+  return keys;
 }
 
 function spaceOf(id: string): KeySpace {

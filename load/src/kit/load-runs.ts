@@ -37,7 +37,7 @@ export interface ColumnRound {
   round: number;
   summary: Record<string, number | undefined>;
   notes: string[];
-  details: { closesByCode?: unknown; connectFailuresByCause?: unknown; slow?: unknown; subscribeStorm?: unknown };
+  details: { closesByCode?: unknown; connectFailuresByCause?: unknown; slow?: unknown; subscribeStorm?: unknown; refusers?: unknown };
 }
 
 export interface LoadColumn extends RoundsColumn {
@@ -79,7 +79,7 @@ export async function runVariants(variants: readonly Variant[], common: readonly
           round: round + 1,
           summary: { ...run.summary, ...timelineFigures(run) },
           notes: run.notes ?? [],
-          details: { closesByCode: d.closesByCode, connectFailuresByCause: d.connectFailuresByCause, slow: d.slow, subscribeStorm: d.subscribeStorm },
+          details: { closesByCode: d.closesByCode, connectFailuresByCause: d.connectFailuresByCause, slow: d.slow, subscribeStorm: d.subscribeStorm, refusers: d.refusers },
         });
         columns.set(name, column);
       }
@@ -126,6 +126,7 @@ export function columnNotes(columns: readonly LoadColumn[], rounds: number): str
       if (some(d.connectFailuresByCause)) lines.push(`${tag}: connection failures by cause ${JSON.stringify(d.connectFailuresByCause)}`);
       if (some(d.slow)) lines.push(`${tag}: slow clients ${JSON.stringify({ ...(d.slow as object), totals: undefined, note: undefined })}`);
       if (some(d.subscribeStorm)) lines.push(`${tag}: subscribe storm ${JSON.stringify(d.subscribeStorm)}`);
+      if (some(d.refusers)) lines.push(`${tag}: non-reading connections ${JSON.stringify(d.refusers)}`);
     }
     // Notes are the same every round more often than not: each distinct one once.
     for (const note of new Set(c.rounds.flatMap((r) => r.notes))) lines.push(`${c.name}: ${note}`);

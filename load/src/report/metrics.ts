@@ -31,6 +31,8 @@ export const METRICS = {
   allSubscribedMs: { label: "subscribe storm: until every room is subscribed", unit: "ms", better: "lower" },
   subscribeP99Ms: { label: "one connection's rooms subscribed, p99", unit: "ms", better: "lower" },
   subscribeRefusals: { label: "subscribes refused (all codes)", unit: "count", better: "lower" },
+  refusalsSent: { label: "frames sent by non-reading connections (--refusers)", unit: "count" },
+  refusersClosed: { label: "  non-reading connections the server closed", unit: "count" },
   systemMemoryPerConnectionBytes: { label: "MemAvailable drop per connection (minus client RSS)", unit: "bytes", better: "lower" },
   kernelTcpMemoryPerConnectionBytes: { label: "kernel TCP memory per connection (both ends)", unit: "bytes", better: "lower" },
   serverFdsPerConnection: { label: "server descriptors per connection", unit: "ratio", better: "lower" },

@@ -1,3 +1,4 @@
+import { RefusalStorm } from "../client/refusal-storm";
 import { sleep, waitFor } from "../kit/time";
 import {
   caughtUp,
@@ -12,13 +13,18 @@ import {
 /**
  * R rooms × N sockets and a publisher at a fixed rate. Latency is receive time
  * minus the message's `ts`, matched by room and seq; anything not received
- * within the deadline is lost and kept out of the percentiles.
+ * within the deadline is lost and kept out of the percentiles. With
+ * `--refusers`, hostile connections that never read send refused subscribes
+ * (or heartbeats: the floor) while the publisher runs, and the figures are
+ * what the honest readers beside them see.
  */
 export const fanoutScenario: Scenario = async (ctx) => {
   const o = ctx.options;
   await openScenarioSockets(ctx);
 
   const publisher = roomPublisher(ctx);
+  const storm = o.refusers > 0 ? new RefusalStorm(ctx.address.wsOrigin, o.wsParams, o.refusers, o.refusals, o.refusalRate, o.refusalFrame) : null;
+  await storm?.start();
   const p0 = await ctx.pool.freshProgress();
   const s0 = ctx.sampler.mark("publish");
   publisher.start();
@@ -29,6 +35,12 @@ export const fanoutScenario: Scenario = async (ctx) => {
     ctx.progress.setExtra(`published ${publisher.stats.accepted}`);
   }
   await publisher.stop();
+  if (storm) {
+    const outcome = await storm.stop();
+    ctx.summary.refusalsSent = outcome.sent;
+    ctx.summary.refusersClosed = outcome.connections - (outcome.closesByCode.none ?? 0);
+    ctx.details.refusers = outcome;
+  }
 
   ctx.sampler.mark("drain");
   const last = publisher.lastSeqByRoom();
