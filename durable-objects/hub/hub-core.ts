@@ -25,7 +25,17 @@ interface HubAttachment extends SocketAttachment {
   grants: RoomGrant[] | null;
   /** The rooms it follows, so that they are followed again when the hub wakes. */
   rooms: string[];
+  /**
+   * The start of the epoch each of `rooms` was followed under (same order), so
+   * that a hub that wakes can tell a room whose history started over meanwhile
+   * (an ephemeral room that restarted) and close the connection, as it would
+   * awake. Absent in attachments written before it was kept.
+   */
+  epochs?: string[];
 }
+
+/** Characters of an epoch a connection's attachment keeps per room: enough to tell two apart, small beside 100 room names. */
+const EPOCH_PREFIX = 8;
 
 /** A room's root refused to be followed from here (it holds its own sockets, with hooks). */
 class FollowRefused extends Error {}
@@ -66,8 +76,13 @@ export class HubCore implements EngineHost, MultiplexFrames, FollowerCore {
     // Connections that were here when the hub woke follow their rooms again; where each room
     // stands is asked of its root before anything is served (beforeFrame, or the root's next push).
     this.engine.restore((attachment) => {
-      const rooms = (attachment as HubAttachment).rooms ?? [];
-      return rooms.map((room) => ({ stream: this.#roomFor(room).follower.stream, seq: 0 }));
+      const { rooms = [], epochs } = attachment as HubAttachment;
+      return rooms.map((room, i) => {
+        const follower = this.#roomFor(room).follower;
+        const epoch = epochs?.[i];
+        if (epoch) follower.expect(epoch);
+        return { stream: follower.stream, seq: 0 };
+      });
     });
   }
 
@@ -164,7 +179,10 @@ export class HubCore implements EngineHost, MultiplexFrames, FollowerCore {
     if (this.engine.delivery.get(socket.ws) !== socket) return;
     const cursor = this.engine.subscribe(socket, hubRoom.follower.stream, { since: frame.since ?? null, epoch: frame.epoch ?? null, rewind: null }, hubRoom.follower.epoch);
     if (!cursor) return;
+    // Rooms followed before epochs were kept have none (""): nothing to compare them with.
+    attachment.epochs ??= attachment.rooms.map(() => "");
     attachment.rooms.push(room);
+    attachment.epochs.push(hubRoom.follower.epoch.slice(0, EPOCH_PREFIX));
     this.#persist(socket);
     hubRoom.changed();
   }
@@ -331,7 +349,11 @@ export class HubCore implements EngineHost, MultiplexFrames, FollowerCore {
     const { socket, stream } = cursor;
     this.engine.unsubscribe(cursor, why);
     const attachment = socket.attachment as HubAttachment;
-    attachment.rooms = attachment.rooms.filter((room) => room !== stream.room);
+    const at = attachment.rooms.indexOf(stream.room);
+    if (at >= 0) {
+      attachment.rooms.splice(at, 1);
+      attachment.epochs?.splice(at, 1);
+    }
     this.#persist(socket);
     this.#rooms.get(stream.room)?.changed();
   }

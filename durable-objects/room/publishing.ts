@@ -6,7 +6,7 @@ import { cutFrame, runOf, type BatchLimits, type Run } from "../engine/frames";
 import { messageEvent, TagSource, type Message } from "../engine/message";
 import type { PublishOutcome, PublishResult } from "../engine/publish-outcome";
 import type { Stream } from "../engine/stream";
-import type { History } from "./history";
+import type { RoomHistory } from "./room-history";
 import type { IdempotencyKeys } from "./idempotency-keys";
 import type { KeyedPublish, PublishKeys } from "./publish-keys";
 
@@ -65,7 +65,7 @@ interface Flush {
  * flush, sends nothing, and hands their seqs out again.
  */
 export class Publishing {
-  readonly #history: History;
+  readonly #history: RoomHistory;
   readonly #keys: IdempotencyKeys;
   readonly #publishKeys: PublishKeys;
   readonly #delivery: Delivery;
@@ -85,7 +85,7 @@ export class Publishing {
   #flush: Flush | null = null;
 
   constructor(
-    storage: { history: History; keys: IdempotencyKeys; publishKeys: PublishKeys },
+    storage: { history: RoomHistory; keys: IdempotencyKeys; publishKeys: PublishKeys },
     delivery: Delivery,
     stream: Stream,
     counters: RoomCounters,
@@ -211,7 +211,8 @@ export class Publishing {
       this.#assigned = this.#history.seq;
       throw error;
     }
-    this.#counters.stored(pending.length, rows.length);
+    // An ephemeral room's history writes no row.
+    this.#counters.stored(pending.length, this.#history.durable ? rows.length : 0);
     if (keyed.length > 0) this.#publishKeys.stored(keyed, rows, now);
     const remote = this.#listener.flushed(pending.map((p) => p.message));
     const runs: Run[] = pending.map((p) => runOf(p.message));

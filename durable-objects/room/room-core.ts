@@ -2,18 +2,19 @@ import { resumePointOf, type PresencePage, type RoomCounterValues, type RoomStat
 import { LEAF_FULL_HEADER } from "../../common/edge-requests";
 import { logEvent } from "../../common/log";
 import { accessSettings, historyRules, readLimits, webhookSettings, type Limits } from "../../common/settings";
-import { retentionFor, type Retention } from "../../common/retention";
+import { MEMORY_HISTORY_MAX_BYTES, retentionFor, type Retention } from "../../common/retention";
 import { utf8Length } from "../../common/utf8";
 import { bodyHash } from "../../common/body-hash";
 import { registrationFor, type RoomRegistration } from "../coordinator/registration";
-import { attachmentFromEdge } from "../engine/attachment";
-import { RoomCounters, type StoredCounters } from "../engine/counters";
+import { attachmentFromEdge, type SocketAttachment } from "../engine/attachment";
+import { MEMORY_ONLY, RoomCounters, type StoredCounters } from "../engine/counters";
 import type { Cursor } from "../engine/cursor";
 import type { LeaveCause } from "../engine/delivery";
 import type { Message } from "../engine/message";
 import type { Roster } from "../engine/presence";
 import type { PublishOutcome, PublishResult, RetryKey } from "../engine/publish-outcome";
 import { SocketEngine, type EngineHost } from "../engine/socket-engine";
+import { highestMark, SocketMark, type MarkedAttachment } from "../engine/socket-mark";
 import type { SocketState } from "../engine/socket-state";
 import type { Stream } from "../engine/stream";
 import type { RoomHub } from "../hub/hub";
@@ -29,8 +30,10 @@ import { IdempotencyKeys } from "./idempotency-keys";
 import { answerHoldOf, type AnswerHold } from "./fault-hold";
 import { keyedPublish, PublishKeys, type KeyedPublish } from "./publish-keys";
 import { historyMessages, Leaves, type LeavesHost } from "./leaves";
+import { MemoryHistory } from "./memory-history";
 import { MetaStore } from "./meta-store";
 import { Publishing, type FlushListener, type PublishOptions } from "./publishing";
+import type { RoomHistory } from "./room-history";
 import { RoomMembers } from "./room-members";
 import { roomStats } from "./room-stats";
 import { StorageReclaim, type ReclaimHost } from "./storage-reclaim";
@@ -59,7 +62,10 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   /** This room's history bounds, from its name (HISTORY_RULES, else the HISTORY_MAX_* vars). */
   readonly retention: Retention;
   readonly #meta: MetaStore;
-  readonly #history: History;
+  /** The room's messages: in SQLite, or in memory for an ephemeral room (`"store": false`). */
+  readonly #history: RoomHistory;
+  /** An ephemeral room's seq and epoch, in a socket's attachment, so they outlive hibernation (null: a room that stores). */
+  readonly #mark: SocketMark | null;
   readonly #keys: IdempotencyKeys;
   readonly #publishKeys: PublishKeys;
   readonly counters: RoomCounters;
@@ -99,21 +105,34 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     if (this.#room === "") logEvent("error", { where: "room", problem: "the object has no name: rooms must be addressed with idFromName" });
     this.retention = retentionFor(this.#room, historyRules(env), limits);
     const maxAgeMs = this.retention.maxAgeSeconds * 1000;
-    this.#history = new History(ctx.storage, this.#meta, { maxMessages: this.retention.maxMessages, maxAgeMs });
+    this.#history = this.retention.store
+      ? new History(ctx.storage, this.#meta, { maxMessages: this.retention.maxMessages, maxAgeMs })
+      : // Woken from hibernation, an ephemeral room carries on where its sockets say it stood.
+        new MemoryHistory(
+          { maxMessages: this.retention.maxMessages, maxAgeMs, maxBytes: MEMORY_HISTORY_MAX_BYTES },
+          highestMark(ctx.getWebSockets().map((ws) => ws.deserializeAttachment() as SocketAttachment | null)),
+        );
     this.#keys = new IdempotencyKeys(sql, maxAgeMs);
     const meta = this.#meta;
-    this.counters = new RoomCounters({
-      load: () => {
-        const stored = meta.get(COUNTERS_KEY);
-        return stored ? (JSON.parse(stored) as StoredCounters) : null;
-      },
-      save: (stored) => meta.set(COUNTERS_KEY, JSON.stringify(stored)),
-    });
+    // An ephemeral room writes no row for its counters either (one every few seconds while busy):
+    // they live in memory, reported to the registry as every room's are.
+    this.counters = new RoomCounters(
+      this.#history.durable
+        ? {
+            load: () => {
+              const stored = meta.get(COUNTERS_KEY);
+              return stored ? (JSON.parse(stored) as StoredCounters) : null;
+            },
+            save: (stored) => meta.set(COUNTERS_KEY, JSON.stringify(stored)),
+          }
+        : MEMORY_ONLY,
+    );
     this.#publishKeys = new PublishKeys(this.#history, limits.PUBLISH_DEDUPE_SECONDS * 1000, (rows) => this.counters.rowsRead(rows));
     this.#answerHold = answerHoldOf(env, ctx.storage);
     this.#registration = registrationFor(env, ctx, this.counters);
     this.engine = new SocketEngine(ctx, limits, this.counters, this);
     const delivery = this.engine.delivery;
+    this.#mark = this.#history.durable ? null : new SocketMark(delivery);
     this.#runner = new HookRunner<Data>(
       hookSet,
       { delivery, roomName: () => this.#room, maxEventBytes: limits.MAX_MESSAGE_BYTES },
@@ -194,7 +213,9 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     }
     this.requests.upgrades += 1;
     if (this.engine.size >= this.limits.MAX_SOCKETS_PER_ROOM) return this.#roomFull();
-    const attachment = attachmentFromEdge(request.headers, Date.now());
+    const attachment: MarkedAttachment = attachmentFromEdge(request.headers, Date.now());
+    // An ephemeral room's sockets carry where it stands, so that it outlives hibernation.
+    if (this.#mark) attachment.mark = { seq: this.#stream.flushedSeq, epoch: this.#history.epoch };
     if (this.#runner.admitsSockets) {
       const refused = await admit(this.#runner, this.#room, request, attachment);
       if (refused) return refused;
@@ -356,6 +377,8 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   }
 
   left(socket: SocketState, cause: LeaveCause): void {
+    // The mark moves to another socket before this one's attachment is gone.
+    if (this.#mark?.left(socket)) this.#markMoved();
     if (this.#runner.watchesCloses) this.#background(this.#runner.closed(socket, cause));
   }
 
@@ -385,11 +408,13 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   // -------------------------------------------------------------------------
 
   storing(messages: readonly Message[]): void {
-    this.#webhooks?.storing(messages);
+    // An ephemeral room stores no message, so it sends no message.published either (docs/webhooks.md).
+    if (this.#history.durable) this.#webhooks?.storing(messages);
   }
 
   flushed(messages: readonly Message[]): number {
     this.#webhooks?.stored();
+    this.#markMoved();
     return this.#leaves.push(messages);
   }
 
@@ -467,7 +492,7 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   // -------------------------------------------------------------------------
 
   storageExists(): boolean {
-    return this.#history.exists || this.#meta.exists || this.#keys.exists || (this.#webhooks?.storageExists ?? false);
+    return (this.#history.durable && this.#history.exists) || this.#meta.exists || this.#keys.exists || (this.#webhooks?.storageExists ?? false);
   }
 
   latestTs(): number {
@@ -517,6 +542,11 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
       { error: "room_full", message: `the room holds its maximum of ${this.limits.MAX_SOCKETS_PER_ROOM} sockets` },
       { status: 503, headers: { "Retry-After": "10" } },
     );
+  }
+
+  /** An ephemeral room moved on (or its mark's holder left): the mark says where it stands now. */
+  #markMoved(): void {
+    this.#mark?.write({ seq: this.#history.seq, epoch: this.#history.epoch });
   }
 
   /** Sockets of the room: its own and its leaves'. */

@@ -57,6 +57,8 @@ Measured inputs (defaults: figures in docs/benchmarks.md):
   --cpu-per-ack US       override server CPU per incoming ack, µs (default 18, measured once: see load/README.md)
   --rows-per-message N   SQLite rows written per message = 1 ÷ messages per flush (default: measured from a
                          fanout --from result, else 1, an assumption); each flush is also one frame per socket
+  --ephemeral            the rooms keep their messages in memory only (HISTORY_RULES "store": false): no row
+                         written per message, nothing stored (flushes still set the frames per socket)
 
 Self-hosted host (default: this machine):
   --host-memory-gb G     memory for the server, GB = 1,073,741,824 bytes (default: this machine's total minus 1 GB)
@@ -142,6 +144,7 @@ function main(): number {
       "link-mbit": { type: "string" },
       "session-minutes": { type: "string" },
       "rows-per-message": { type: "string" },
+      ephemeral: { type: "boolean" },
       "no-ping-billing": { type: "boolean" },
       "ack-delay-ms": { type: "string" },
       "ack-kib": { type: "string" },
@@ -232,6 +235,7 @@ function main(): number {
     sessionSeconds: num(values["session-minutes"], "session-minutes", 60) * 60,
     workerCpuMsPerRequest: 1,
     rowsWrittenPerMessage: rows.value,
+    ephemeral: values.ephemeral ?? false,
     pingsBilled: !(values["no-ping-billing"] ?? false),
     pingIntervalSeconds: PING_INTERVAL_SECONDS,
     historyMessages: DEFAULTS.HISTORY_MAX_MESSAGES,
