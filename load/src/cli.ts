@@ -1,6 +1,6 @@
 /**
  * `npm run load -- <scenario> [options]`: runs one load scenario against the
- * service (and, with --baseline, --baseline-bare, --baseline-bare-durable, against the bundled baselines in the
+ * service (and, with --baseline, --baseline-bare, --baseline-bare-durable, --baseline-partyserver, against the bundled baselines in the
  * same invocation), prints a table, and writes JSON and HTML reports.
  */
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -50,6 +50,11 @@ async function resolveTarget(options: LoadOptions, spec: TargetSpec): Promise<{ 
     live.servers.add(spawned);
     return { address: parseTargetUrl(`http://127.0.0.1:${port}`, false), spawned };
   }
+  if (spec.label === "partyserver") {
+    const spawned = await SpawnedServer.start("partyserver", options.partyserverPort);
+    live.servers.add(spawned);
+    return { address: parseTargetUrl(`http://127.0.0.1:${options.partyserverPort}`, false), spawned };
+  }
   if (spec.label === "baseline") {
     const spawned = await SpawnedServer.start("baseline", options.baselinePort, {}, options.baselineDurable);
     live.servers.add(spawned);
@@ -69,6 +74,7 @@ function targetNotes(options: LoadOptions, label: TargetLabel): string[] {
   if (label === "baseline" && options.baselineDurable) return ["durable baseline: each message is committed to SQLite (WAL, synchronous=FULL) before its publish is answered"];
   if (label === "bare") return ["bare workerd baseline: one object per room sends each publish to every socket; no acks, window, history, coalescing or auth"];
   if (label === "bare-durable") return ["bare workerd baseline, durable: each message is inserted into the room object's SQLite before its publish is answered and sent"];
+  if (label === "partyserver") return ["PartyServer baseline: partyserver 0.5.10 as its README writes a room (hibernation on, publish = onRequest + this.broadcast); no acks, window, history or auth"];
   return [];
 }
 

@@ -27,6 +27,9 @@ export interface LoadOptions {
   baselineBareDurable: boolean;
   /** Port of the bare baselines (the durable one listens on the next port). */
   barePort: number;
+  /** Also run against the PartyServer baseline (load/baselines/partyserver): a peer's room server on the same workerd. */
+  baselinePartyserver: boolean;
+  partyserverPort: number;
   /** The --spawn'ed local server's accept gate (local-server/: the launcher relays connections to workerd). */
   serverGate: "auto" | "on" | "off";
   serverPid: number | undefined;
@@ -113,6 +116,10 @@ Target (loopback only unless --allow-remote):
                          before it answers and sends. With --baseline-only, only the baselines named run
                          (the Node one when none of --baseline-bare, --baseline-bare-durable is given)
   --bare-port N          port of the bare baseline (default 18220; the durable one listens on N + 1)
+  --baseline-partyserver  also run against a PartyServer room server (load/baselines/partyserver: partyserver
+                         0.5.10 as its README writes one, hibernation on, publish = onRequest + this.broadcast),
+                         on workerd directly; with --baseline-only it runs as the bare ones do
+  --partyserver-port N   port of the PartyServer baseline (default 18230)
   --baseline-durable     the baseline commits history to SQLite (WAL, synchronous=FULL) before it answers each
                          publish, as the service does (needs: npm install --no-save better-sqlite3@12.11.1)
   --server-pid PID       process to sample (default: whoever listens on the target port)
@@ -204,6 +211,8 @@ export function parseLoadOptions(argv: string[]): LoadOptions {
       "baseline-durable": { type: "boolean" },
       "baseline-bare": { type: "boolean" },
       "baseline-bare-durable": { type: "boolean" },
+      "baseline-partyserver": { type: "boolean" },
+      "partyserver-port": { type: "string" },
       "bare-port": { type: "string" },
       "server-gate": { type: "string" },
       "server-dir": { type: "string" },
@@ -268,6 +277,8 @@ export function parseLoadOptions(argv: string[]): LoadOptions {
     baselineBare: values["baseline-bare"] ?? false,
     baselineBareDurable: values["baseline-bare-durable"] ?? false,
     barePort: int(values["bare-port"], "bare-port", 18220, 1, 65534),
+    baselinePartyserver: values["baseline-partyserver"] ?? false,
+    partyserverPort: int(values["partyserver-port"], "partyserver-port", 18230, 1, 65535),
     serverGate: gateMode(values["server-gate"]),
     baselinePort: int(values["baseline-port"], "baseline-port", 18210, 1, 65535),
     serverPid: values["server-pid"] === undefined ? undefined : int(values["server-pid"], "server-pid", 0, 1, 2 ** 22),
@@ -348,19 +359,24 @@ function muxProblem(options: LoadOptions): void {
   if (options.mux > options.rooms) throw new Error(`--mux ${options.mux} is more rooms than the run has (--rooms ${options.rooms})`);
   if (options.scenario === "broadcast") throw new Error("--mux is for connect, fanout, slow and storm");
   // The bare workerd baseline holds a multiplexed connection in its Worker (load/baselines/bare-workerd/relay.ts); the Node one has none.
-  if (options.baseline || (options.baselineOnly && !options.baselineBare && !options.baselineBareDurable)) {
+  if (options.baseline || (options.baselineOnly && !options.baselineBare && !options.baselineBareDurable && !options.baselinePartyserver)) {
     throw new Error("--mux runs against the service and the bare workerd baseline: the Node baseline has no multiplexed connections");
   }
+  if (options.baselinePartyserver) throw new Error("--mux runs against the service and the bare workerd baseline: the PartyServer baseline has no multiplexed connections");
   if (options.scenario !== "connect" && (options.sockets * options.rooms) % options.mux !== 0) {
     throw new Error(`--rooms ${options.rooms} × --sockets ${options.sockets} subscriptions do not divide into connections of --mux ${options.mux}`);
   }
 }
 
 /** What one run is measured against, in order: ours, then each baseline asked for. */
-export type TargetLabel = "ours" | "baseline" | "bare" | "bare-durable";
+export type TargetLabel = "ours" | "baseline" | "bare" | "bare-durable" | "partyserver";
 
-export function targetLabels(options: Pick<LoadOptions, "baseline" | "baselineOnly" | "baselineBare" | "baselineBareDurable">): TargetLabel[] {
-  const bare: TargetLabel[] = [...(options.baselineBare ? ["bare" as const] : []), ...(options.baselineBareDurable ? ["bare-durable" as const] : [])];
+export function targetLabels(options: Pick<LoadOptions, "baseline" | "baselineOnly" | "baselineBare" | "baselineBareDurable" | "baselinePartyserver">): TargetLabel[] {
+  const bare: TargetLabel[] = [
+    ...(options.baselineBare ? ["bare" as const] : []),
+    ...(options.baselineBareDurable ? ["bare-durable" as const] : []),
+    ...(options.baselinePartyserver ? ["partyserver" as const] : []),
+  ];
   if (options.baselineOnly) return [...(options.baseline || bare.length === 0 ? ["baseline" as const] : []), ...bare];
   return ["ours", ...(options.baseline ? ["baseline" as const] : []), ...bare];
 }

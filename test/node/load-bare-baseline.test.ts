@@ -1,7 +1,9 @@
 /**
- * The bare workerd baseline (load/baselines/bare-workerd) speaks enough of the
- * wire protocol for the load tool's clients: run on workerd as the load tool
- * runs it (load/dist/bare-server.js), on a loopback port of its own.
+ * The bare workerd baseline (load/baselines/bare-workerd) and the PartyServer
+ * baseline (load/baselines/partyserver) speak enough of the wire protocol for
+ * the load tool's clients: run on workerd as the load tool runs them
+ * (load/dist/bare-server.js, load/dist/partyserver-server.js), each on a
+ * loopback port of its own.
  */
 import { spawn, execFileSync, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -33,15 +35,15 @@ function freePort(): Promise<number> {
   });
 }
 
-async function startBare(dataDir: string, durable: boolean): Promise<Bare> {
+async function startBare(dataDir: string, durable: boolean, launcher = "load/dist/bare-server.js"): Promise<Bare> {
   const port = await freePort();
-  const child = spawn(process.execPath, ["load/dist/bare-server.js", "--port", String(port), "--data", dataDir, ...(durable ? ["--durable"] : [])], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [launcher, "--port", String(port), "--data", dataDir, ...(durable ? ["--durable"] : [])], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 20_000;
   for (;;) {
     const ok = await fetch(`${url}/healthz`).then((r) => r.ok, () => false);
     if (ok) return { child, url, ws: `ws://127.0.0.1:${port}` };
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error("the bare baseline did not start");
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`${launcher} did not start`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }
@@ -198,6 +200,36 @@ describe("the bare workerd baseline", () => {
   }, 90_000);
 });
 
+describe("the PartyServer baseline", () => {
+  it("is a PartyServer room: welcomes a socket, broadcasts each publish as a message event with the room's next seq, and ignores acks and pings", async () => {
+    const party = await startBare(dataDir(), false, "load/dist/partyserver-server.js");
+    try {
+      expect(await (await fetch(`${party.url}/healthz`)).json()).toEqual({ ok: true, server: "partyserver" });
+      const a = await subscribe(party, "lobby");
+      const b = await subscribe(party, "lobby");
+      expect(a.events[0]).toMatchObject({ type: "welcome", room: "lobby", seq: 0, window: 1_048_576 });
+      expect(await publish(party, "lobby", '{"n":1}')).toEqual({ status: 200, json: { room: "lobby", seq: 1 } });
+      expect(await publish(party, "lobby", "plain text")).toEqual({ status: 200, json: { room: "lobby", seq: 2 } });
+      for (const s of [a, b]) {
+        await until(() => s.events.length === 3);
+        expect(s.events.slice(1)).toEqual([expect.objectContaining({ type: "message", seq: 1, data: { n: 1 } }), expect.objectContaining({ type: "message", seq: 2, data: "plain text" })]);
+      }
+      // The load client's acks and pings reach onMessage, which answers nothing.
+      a.ws.send(JSON.stringify({ type: "ack", seq: 2, tag: 1 }));
+      a.ws.send("ping");
+      expect(await publish(party, "lobby", "3")).toMatchObject({ json: { seq: 3 } });
+      await until(() => a.events.length === 4);
+      expect(a.texts.includes("pong")).toBe(false);
+      // Another room is another server; a GET is not a publish.
+      expect((await publish(party, "other", "1")).json).toEqual({ room: "other", seq: 1 });
+      expect((await fetch(`${party.url}/rooms/lobby/publish`)).status).toBe(405);
+      for (const s of [a, b]) s.ws.close();
+    } finally {
+      await stop(party);
+    }
+  }, 60_000);
+});
+
 describe("choosing the bare baselines on the command line", () => {
   it("runs ours, then each baseline named, in order; --baseline-only leaves ours out and the Node baseline unless named", () => {
     const labels = (...args: string[]) => targetLabels(parseLoadOptions(["fanout", ...args]));
@@ -206,6 +238,8 @@ describe("choosing the bare baselines on the command line", () => {
     expect(labels("--baseline-only", "--baseline-bare-durable")).toEqual(["bare-durable"]);
     expect(labels("--baseline-only", "--baseline", "--baseline-bare")).toEqual(["baseline", "bare"]);
     expect(labels("--baseline-only")).toEqual(["baseline"]);
+    expect(labels("--baseline-bare", "--baseline-partyserver")).toEqual(["ours", "bare", "partyserver"]);
+    expect(labels("--baseline-only", "--baseline-partyserver")).toEqual(["partyserver"]);
     expect(labels()).toEqual(["ours"]);
   });
 });

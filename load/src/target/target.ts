@@ -54,10 +54,10 @@ export function parseTargetUrl(raw: string, allowRemote: boolean): TargetAddress
 
 /**
  * What a spawned server is: ours (the local server), the Node `ws` baseline,
- * or the bare workerd baseline (load/baselines/bare-workerd), send-only or
- * storing each message first.
+ * the bare workerd baseline (load/baselines/bare-workerd), send-only or
+ * storing each message first, or the PartyServer baseline (load/baselines/partyserver).
  */
-export type ServerKind = "ours" | "baseline" | "bare" | "bare-durable";
+export type ServerKind = "ours" | "baseline" | "bare" | "bare-durable" | "partyserver";
 
 /** The local server's accept gate: the launcher relays connections to workerd (on), or workerd listens itself (off). */
 export type GateMode = "auto" | "on" | "off";
@@ -102,6 +102,9 @@ export class SpawnedServer {
     if (this.kind === "bare" || this.kind === "bare-durable") {
       const durable = this.kind === "bare-durable" ? ["--durable"] : [];
       return { file: process.execPath, args: [join(DIST_DIR, "bare-server.js"), "--port", String(this.port), "--data", this.dataDir ?? this.workDir, ...durable] };
+    }
+    if (this.kind === "partyserver") {
+      return { file: process.execPath, args: [join(DIST_DIR, "partyserver-server.js"), "--port", String(this.port), "--data", this.dataDir ?? this.workDir] };
     }
     // Earlier checkouts kept the launcher under worker/local/.
     const launcher = [join(this.checkout, "local-server/server.mjs"), join(this.checkout, "worker/local/server.mjs")].find((path) => existsSync(path)) ?? "";
