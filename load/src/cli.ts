@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { PING_INTERVAL_SECONDS } from "../../protocol";
 import { ClientPool } from "./client/pool";
-import { USAGE, UsageRequested, estimatedSeconds, parseLoadOptions, targetLabels, totalSockets, type LoadOptions, type ScenarioName, type TargetLabel } from "./options";
+import { USAGE, UsageRequested, estimatedSeconds, parseLoadOptions, spawnedCeiling, targetLabels, totalSockets, type LoadOptions, type ScenarioName, type TargetLabel } from "./options";
 import { HttpClient } from "./publisher";
 import { renderHtml } from "./report/html";
 import { ProgressLine } from "./report/progress";
@@ -62,7 +62,8 @@ async function resolveTarget(options: LoadOptions, spec: TargetSpec): Promise<{ 
   }
   if (options.spawn) {
     log(`starting the local server on port ${options.port} (builds first; can take a while)`);
-    const spawned = await SpawnedServer.start("ours", options.port, options.serverVars, false, options.serverGate, options.serverDir);
+    const ceiling = spawnedCeiling(options);
+    const spawned = await SpawnedServer.start("ours", options.port, options.serverVars, false, options.serverGate, options.serverDir, ceiling === undefined ? {} : { CONNECTION_CEILING: String(ceiling) });
     live.servers.add(spawned);
     return { address: parseTargetUrl(`http://127.0.0.1:${options.port}`, false), spawned };
   }
@@ -71,6 +72,8 @@ async function resolveTarget(options: LoadOptions, spec: TargetSpec): Promise<{ 
 
 /** What a reader must know about a baseline to read its figures. */
 function targetNotes(options: LoadOptions, label: TargetLabel): string[] {
+  const ceiling = label === "ours" && options.spawn ? spawnedCeiling(options) : undefined;
+  if (ceiling !== undefined) return [`local server without its accept gate: connection ceiling set to ${ceiling} descriptors for the run's sockets (the launcher's own is a quarter of its descriptor limit)`];
   if (label === "baseline" && options.baselineDurable) return ["durable baseline: each message is committed to SQLite (WAL, synchronous=FULL) before its publish is answered"];
   if (label === "bare") return ["bare workerd baseline: one object per room sends each publish to every socket; no acks, window, history, coalescing or auth"];
   if (label === "bare-durable") return ["bare workerd baseline, durable: each message is inserted into the room object's SQLite before its publish is answered and sent"];

@@ -10,7 +10,7 @@ import {
 } from "../../../protocol";
 import { Histogram } from "../stats/histogram";
 import { ClientLedger } from "../stats/ledger";
-import { classifyConnectError } from "../stats/failures";
+import { classifyConnectError, refusalCode } from "../stats/failures";
 import { fullJitterDelay, type CloseRecord, type WorkerConfig } from "./messages";
 import type { ConnectOutcome, SimulatedClient } from "./simulated";
 
@@ -158,9 +158,19 @@ export class LoadClient implements SimulatedClient {
       this.ws = ws;
 
       ws.on("unexpected-response", (_req, res) => {
-        res.resume();
-        finish({ ok: false, cause: classifyConnectError(undefined, res.statusCode) });
-        ws.terminate();
+        // The refusal's body names it (over_capacity, room_full, ...): a limit is not a failure to answer.
+        let body = "";
+        res.setEncoding("utf8");
+        res.on("data", (chunk: string) => {
+          if (body.length < 1024) body += chunk;
+        });
+        const refused = (): void => {
+          finish({ ok: false, cause: classifyConnectError(undefined, res.statusCode, refusalCode(body)) });
+          ws.terminate();
+        };
+        res.once("end", refused);
+        res.once("error", refused);
+        res.once("close", refused);
       });
       ws.on("upgrade", () => {
         this.stats.handshakes++;

@@ -80,14 +80,24 @@ export class SpawnedServer {
     private readonly gate: GateMode,
     /** The checkout whose local server runs: this one, or another (an earlier commit) to compare with. */
     private readonly checkout: string,
+    /** Environment entries for the launcher beyond the run's own (CONNECTION_CEILING). */
+    private readonly launcherEnv: Record<string, string>,
   ) {
     this.logPath = join(workDir, `${kind}-server.log`);
     this.dataDir = kind === "baseline" ? undefined : join(workDir, "data");
   }
 
-  static async start(kind: ServerKind, port: number, vars: Record<string, string> = {}, durable = false, gate: GateMode = "auto", checkout = REPO_ROOT): Promise<SpawnedServer> {
+  static async start(
+    kind: ServerKind,
+    port: number,
+    vars: Record<string, string> = {},
+    durable = false,
+    gate: GateMode = "auto",
+    checkout = REPO_ROOT,
+    launcherEnv: Record<string, string> = {},
+  ): Promise<SpawnedServer> {
     const workDir = mkdtempSync(join(tmpdir(), `edge-fanout-load-${kind}-`));
-    const server = new SpawnedServer(kind, port, workDir, vars, durable, gate, checkout);
+    const server = new SpawnedServer(kind, port, workDir, vars, durable, gate, checkout, launcherEnv);
     await server.launch();
     return server;
   }
@@ -123,7 +133,7 @@ export class SpawnedServer {
     const log = createWriteStream(this.logPath, { flags: "a" });
     const child = spawn(file, args, {
       cwd: this.kind === "ours" ? this.checkout : REPO_ROOT,
-      env: { ...process.env, PORT: String(this.port), ...(this.dataDir ? { DATA_DIR: this.dataDir } : {}) },
+      env: { ...process.env, ...this.launcherEnv, PORT: String(this.port), ...(this.dataDir ? { DATA_DIR: this.dataDir } : {}) },
       stdio: ["ignore", "pipe", "pipe"],
     });
     child.stdout?.pipe(log);
