@@ -4,7 +4,7 @@ import { readLimits, type Limits } from "../common/settings";
 import { logEvent } from "../common/log";
 import { utf8Length } from "../common/utf8";
 import { recordPublish } from "./analytics";
-import { connectionAccess, requirePublishKey, subscribeAccess, warnWhenOpen } from "./auth";
+import { connectionAccess, forwardedHeaders, requirePublishKey, subscribeAccess, warnWhenOpen, type ForwardEnv } from "./auth";
 import type { Env } from "./env";
 import { jsonError, refusedPublish } from "./errors";
 import { coordinatorRoutes } from "./coordinator-routes";
@@ -26,7 +26,7 @@ import { closeRefusedUpgrade } from "./auth/socket-refusal";
 import { parseIdempotencyKey } from "./coordinator/requests";
 
 /** The fan-out app's Hono environment: its bindings, and what its middleware sets for the routes. */
-export type FanoutAppEnv = { Bindings: Env; Variables: { limits: Limits; room: string } };
+export type FanoutAppEnv = { Bindings: Env; Variables: { limits: Limits; room: string } & ForwardEnv["Variables"] };
 
 /** Choices for `createFanoutApp`. */
 export interface FanoutAppOptions {
@@ -136,7 +136,7 @@ export function createFanoutApp(options: FanoutAppOptions = {}): Hono<FanoutAppE
     }
     const refused = admissionRefusal(c, null);
     if (refused) return refused;
-    const { answer, hub } = await openConnection(c.env, c.get("limits"), c.req.url, new Headers(c.req.raw.headers));
+    const { answer, hub } = await openConnection(c.env, c.get("limits"), c.req.url, forwardedHeaders(c));
     if (hub !== null && c.env.LOCAL_ADMIN_TOKEN !== undefined) noteHub(hub);
     return answer;
   });
@@ -169,7 +169,7 @@ export function createFanoutApp(options: FanoutAppOptions = {}): Hono<FanoutAppE
     const refused = admissionRefusal(c, room);
     if (refused) return refused;
     // The room's own object, or one of its leaves once it is sharded (docs/sharded-rooms.md).
-    const answer = await openRoomSocket(c.env, room, c.req.url, new Headers(c.req.raw.headers));
+    const answer = await openRoomSocket(c.env, room, c.req.url, forwardedHeaders(c));
     // A room's onConnect refusal reaches a browser as the close code it can see.
     return closeRefusedUpgrade(c.req.raw, answer);
   });

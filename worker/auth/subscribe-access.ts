@@ -8,12 +8,29 @@ import { accessSettings } from "../../common/settings";
 import { FANOUT_SUBPROTOCOL, parseSubprotocolOffer } from "./subprotocol";
 import { accessTo, grantsOf, verifyToken, type SubscribeClaims } from "../../common/tokens";
 
-/** Swaps the request the route handler forwards to the room for one with the edge's verdict. */
+/** What the access check leaves the route: the headers it forwards the upgrade with. */
+export type ForwardEnv = { Variables: { forwardHeaders: Headers } };
+
+/**
+ * Sets the headers the route forwards the upgrade with: the client's, less
+ * any edge header it sent itself, plus the edge's verdict. One copy, made
+ * here and handed over (an upgrade is on the hot path of every connect); the
+ * request itself keeps what the client sent, so a route forwards
+ * `forwardedHeaders(c)`, never `c.req.raw.headers`.
+ */
 function forwardWith(c: Context, set: Record<string, string>): void {
   const headers = new Headers(c.req.raw.headers);
   for (const name of EDGE_HEADERS) headers.delete(name);
   for (const [name, value] of Object.entries(set)) headers.set(name, value);
-  c.req.raw = new Request(c.req.raw, { headers });
+  (c as Context<ForwardEnv>).set("forwardHeaders", headers);
+}
+
+/** The headers an upgrade that passed its access check is forwarded with (they are the route's to change). */
+export function forwardedHeaders(c: Context): Headers {
+  const headers = (c as Context<ForwardEnv>).get("forwardHeaders") as Headers | undefined;
+  // Forwarding the client's own headers would let it claim the edge's verdict: never fall back to them.
+  if (headers === undefined) throw new Error("an upgrade is forwarded only after its access check");
+  return headers;
 }
 
 /**
