@@ -186,6 +186,9 @@ async function runTarget(options: LoadOptions, spec: TargetSpec, hardStopAt: num
       waves: [],
     };
     await SCENARIO_RUNNERS[options.scenario](ctx);
+    // What the rooms wrote per message, counted in their storage (a spawned local server's SQLite files).
+    const storedRows = options.scenario === "fanout" ? spawned?.storedHistoryRows() : undefined;
+    if (storedRows !== undefined && (run.summary.published ?? 0) > 0) run.summary.historyRowsStoredPerMessage = storedRows / (run.summary.published as number);
     if (ctx.waves.length) run.waves = ctx.waves;
     if (ctx.latencyCdf) run.latencyCdf = ctx.latencyCdf;
     run.ok = true;

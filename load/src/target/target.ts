@@ -1,5 +1,5 @@
-import { spawn, type ChildProcess } from "node:child_process";
-import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { createWriteStream, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -177,6 +177,35 @@ export class SpawnedServer {
 
   get launcherPid(): number | undefined {
     return this.child?.pid;
+  }
+
+  /**
+   * Rows of history the rooms of a spawned local server hold in their SQLite
+   * files (each room's `log` table), read with the `sqlite3` command; undefined
+   * for another server or without the command. A room's ring is never emptied,
+   * only overwritten, so for a run shorter than its ring these are the rows it
+   * wrote.
+   */
+  storedHistoryRows(): number | undefined {
+    if (this.kind !== "ours" || this.dataDir === undefined) return undefined;
+    const rooms = join(this.dataDir, "edge-fanout-Room");
+    let files: string[];
+    try {
+      files = readdirSync(rooms).filter((name) => name.endsWith(".sqlite") && name !== "metadata.sqlite");
+    } catch {
+      return 0;
+    }
+    let rows = 0;
+    for (const file of files) {
+      try {
+        const out = execFileSync("sqlite3", ["-readonly", join(rooms, file), "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'log'"], { encoding: "utf8", timeout: 10_000, stdio: ["ignore", "pipe", "ignore"] });
+        // A room that wrote no history has no log table (an ephemeral room never has one).
+        if (out.trim() === "1") rows += Number(execFileSync("sqlite3", ["-readonly", join(rooms, file), "SELECT count(*) FROM log"], { encoding: "utf8", timeout: 10_000, stdio: ["ignore", "pipe", "ignore"] }).trim()) || 0;
+      } catch (error) {
+        if ((error as { code?: string }).code === "ENOENT") return undefined;
+      }
+    }
+    return rows;
   }
 
   /** Graceful stop (SIGTERM: sockets are closed with 1012), forced after a grace period. */
