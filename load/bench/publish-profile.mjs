@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// Where a publish's microseconds go, ours against the bare workerd baseline:
+// Where a publish's microseconds go, ours (durable rooms, or ephemeral ones)
+// against the bare workerd baseline and PartyServer (profiled-servers.mjs):
 // each target's workerd is started with V8's --perf-basic-prof, rooms get a
 // few subscribers, a closed-loop generator publishes into them over HTTP, and
 // `perf record -g` samples workerd's on-CPU time (cpu-clock) while it does.
@@ -8,23 +9,20 @@
 // window ÷ publishes answered).
 //
 //   npm run build && node load/build.mjs
-//   flock /tmp/bench.lock node load/bench/publish-profile.mjs [--targets ours,bare,bare-durable]
+//   flock /tmp/bench.lock node load/bench/publish-profile.mjs [--targets ours,ephemeral,bare,bare-durable,partyserver]
 //        [--rooms 100] [--sockets 1] [--connections 20] [--seconds 10] [--port 18731]
 //
 // Needs `perf` (linux-perf). Loopback only; every server is stopped at the end.
 
 import { execFileSync, spawn } from "node:child_process";
-import { randomUUID } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import WebSocket from "ws";
-import { encodeWorkerdConfig, workerdConfig } from "../../local-server/workerd-config.mjs";
-import { resolveVars } from "../../local-server/local-vars.mjs";
-import { startWorkerd } from "../../local-server/workerd-process.mjs";
 import { runHttpLoad } from "./http-load.mjs";
-import { cpuMs, ROOT } from "./local-server.mjs";
+import { cpuMs } from "./local-server.mjs";
 import { perfSteps } from "./perf-steps.mjs";
+import { startBare, startOurs, startPartyserver } from "./profiled-servers.mjs";
 
 const argv = process.argv.slice(2);
 const option = (name, fallback) => {
@@ -37,75 +35,16 @@ const SOCKETS = Number(option("sockets", "1"));
 const CONNECTIONS = Number(option("connections", "20"));
 const SECONDS = Number(option("seconds", "10"));
 const PORT = Number(option("port", "18731"));
-// Interpreted and baseline-compiled functions get a frame of their own too, so every JS frame is named.
-const PERF_FLAGS = ["--perf-basic-prof", "--interpreted-frames-native-stack"];
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const cleanups = [];
-process.on("exit", () => cleanups.forEach((c) => c()));
-
-async function until(ready, child, what) {
-  const deadline = Date.now() + 30_000;
-  while (!(await ready())) {
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`${what} did not start`);
-    await sleep(100);
-  }
-}
-const healthy = () => fetch(`http://127.0.0.1:${PORT}/healthz`).then((r) => r.ok, () => false);
-
-/** Ours: the service's bundle and wrangler.toml settings on workerd listening on loopback, as the local server runs it, plus the profiling flag. */
-async function startOurs() {
-  const dir = mkdtempSync(join(tmpdir(), "publish-profile-"));
-  const config = JSON.parse(execFileSync(process.execPath, [join(ROOT, "local-server/read-config.mjs"), join(ROOT, "wrangler.toml")], { encoding: "utf8" }));
-  const bundle = join(ROOT, "dist/worker.js");
-  const { vars } = resolveVars({ tomlVars: config.vars, devVars: {}, env: {}, overrides: {} });
-  const capnp = workerdConfig({
-    bundle: readFileSync(bundle, "utf8"),
-    compatibilityDate: config.compatibility_date,
-    compatibilityFlags: config.compatibility_flags,
-    vars,
-    durableObjects: config.durable_objects.bindings.map((b) => ({ binding: b.name, className: b.class_name })),
-    dataDir: join(dir, "data"),
-    httpAddress: `127.0.0.1:${PORT}`,
-    adminAddress: `unix:${join(dir, "admin.sock")}`,
-    adminToken: randomUUID(),
-  });
-  execFileSync("mkdir", ["-p", join(dir, "data")]);
-  const workerd = startWorkerd({ bin: join(ROOT, "node_modules/workerd/bin/workerd"), config: await encodeWorkerdConfig({ ...capnp, v8Flags: PERF_FLAGS }), listenFd: null, privateDir: "", env: process.env });
-  const child = workerd.child;
-  cleanups.push(() => child.kill("SIGKILL"));
-  await until(healthy, child, "workerd");
-  return {
-    pid: child.pid,
-    bundle,
-    stop: async () => {
-      const exited = new Promise((r) => child.once("exit", r));
-      child.kill("SIGTERM");
-      await Promise.race([exited, sleep(5000)]);
-      child.kill("SIGKILL");
-      await workerd.release();
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
-
-async function startBare(durable) {
-  const dir = mkdtempSync(join(tmpdir(), "publish-profile-bare-"));
-  const child = spawn(process.execPath, [join(ROOT, "load/dist/bare-server.js"), "--port", String(PORT), "--data", dir, ...(durable ? ["--durable"] : []), ...PERF_FLAGS.map((f) => `--v8-flag=${f}`)], { stdio: ["ignore", "pipe", "inherit"] });
-  cleanups.push(() => child.kill("SIGKILL"));
-  let out = "";
-  child.stdout.on("data", (d) => (out += d));
-  await until(async () => /workerd pid \d+/.test(out) && (await healthy()), child, "bare baseline");
-  return {
-    pid: Number(/workerd pid (\d+)/.exec(out)[1]),
-    bundle: join(ROOT, "load/dist/bare-workerd-worker.js"),
-    stop: async () => {
-      const exited = new Promise((r) => child.once("exit", r));
-      child.kill("SIGTERM");
-      await Promise.race([exited, sleep(5000)]);
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
+const START = {
+  ours: () => startOurs(PORT),
+  // Every room of this script is named profile-...: the rule makes them all ephemeral (docs/history.md#ephemeral-rooms).
+  ephemeral: () => startOurs(PORT, { HISTORY_RULES: '[{"prefix":"profile-","store":false}]' }),
+  bare: () => startBare(PORT, false),
+  "bare-durable": () => startBare(PORT, true),
+  partyserver: () => startPartyserver(PORT),
+};
+for (const target of TARGETS) if (!START[target]) throw new Error(`unknown target ${target}: ${Object.keys(START).join(", ")}`);
 
 async function subscribe(rooms) {
   const sockets = [];
@@ -124,7 +63,7 @@ async function subscribe(rooms) {
 
 const results = [];
 for (const target of TARGETS) {
-  const server = target === "ours" ? await startOurs() : await startBare(target === "bare-durable");
+  const server = await START[target]();
   const tag = Math.random().toString(36).slice(2, 8);
   const rooms = Array.from({ length: ROOMS }, (_, i) => `profile-${tag}-${i}`);
   const requests = rooms.map((room, i) => ({ method: "POST", path: `/rooms/${room}/publish`, body: `{"n":${i},"text":"a small message"}`, headers: { "content-type": "application/json" } }));
