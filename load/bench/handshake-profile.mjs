@@ -13,14 +13,9 @@
 //
 // Needs `perf` (linux-perf). Loopback only; every server is stopped at the end.
 
-import { execFileSync, spawn } from "node:child_process";
-import { rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import WebSocket from "ws";
-import { cpuMs } from "./local-server.mjs";
 import { perfFunctions, perfSteps } from "./perf-steps.mjs";
-import { startBare, startOurs, startPartyserver } from "./profiled-servers.mjs";
+import { sampleWhile, startBare, startOurs, startPartyserver } from "./profiled-servers.mjs";
 
 const argv = process.argv.slice(2);
 const option = (name, fallback) => {
@@ -65,20 +60,7 @@ for (let round = 0; round < ROUNDS; round++) {
     // The runtime's and the bundle's code paths warm, then a fresh room.
     for (const ws of await open(`warm-${tag}`, 500)) ws.terminate();
     await sleep(1500);
-    const dataFile = join(tmpdir(), `handshake-profile-${target}-${process.pid}.data`);
-    const perf = spawn("perf", ["record", "-e", "cpu-clock", "-F", "1999", "-g", "-p", String(server.pid), "-o", dataFile], { stdio: ["ignore", "ignore", "pipe"] });
-    let perfErr = "";
-    perf.stderr.on("data", (d) => (perfErr += d));
-    await sleep(300);
-    const cpu0 = cpuMs(server.pid);
-    const t0 = performance.now();
-    const sockets = await open(`profile-${tag}`, SOCKETS);
-    const wallMs = performance.now() - t0;
-    const cpu = cpuMs(server.pid) - cpu0;
-    perf.kill("SIGINT");
-    await new Promise((r) => perf.once("exit", r));
-    const text = execFileSync("perf", ["script", "-i", dataFile], { encoding: "utf8", maxBuffer: 1024 * 1024 * 1024, stdio: ["ignore", "pipe", "ignore"] });
-    rmSync(dataFile, { force: true });
+    const { text, cpuMs: cpu, wallMs, answer: sockets, perfError: perfErr } = await sampleWhile(server.pid, () => open(`profile-${tag}`, SOCKETS), 1999);
     const us = (cpu * 1000) / SOCKETS;
     const steps = perfSteps(text, { bundle: server.bundle });
     const functions = perfFunctions(text, { bundle: server.bundle, top: 25 });

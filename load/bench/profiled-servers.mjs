@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { encodeWorkerdConfig, workerdConfig } from "../../local-server/workerd-config.mjs";
 import { resolveVars } from "../../local-server/local-vars.mjs";
 import { startWorkerd } from "../../local-server/workerd-process.mjs";
-import { ROOT } from "./local-server.mjs";
+import { cpuMs, ROOT } from "./local-server.mjs";
 
 // Interpreted and baseline-compiled functions get a frame of their own too, so every JS frame is named.
 export const PERF_FLAGS = ["--perf-basic-prof", "--interpreted-frames-native-stack"];
@@ -90,4 +90,27 @@ export function startBare(port, durable) {
 
 export function startPartyserver(port) {
   return startLauncher(port, "partyserver-server.js", "partyserver-worker.js");
+}
+
+/**
+ * Samples `pid` with `perf record -g` (on-CPU time, cpu-clock, `frequency` per second) while `work` runs:
+ * what `perf script` prints, the process's CPU (utime+stime, ms) and the wall time over the work, and the
+ * work's answer. `perfError` holds perf's complaint when it took no sample.
+ */
+export async function sampleWhile(pid, work, frequency = 997) {
+  const dataFile = join(tmpdir(), `profile-${pid}-${process.pid}.data`);
+  const perf = spawn("perf", ["record", "-e", "cpu-clock", "-F", String(frequency), "-g", "-p", String(pid), "-o", dataFile], { stdio: ["ignore", "ignore", "pipe"] });
+  let perfError = "";
+  perf.stderr.on("data", (d) => (perfError += d));
+  await sleep(300);
+  const cpu0 = cpuMs(pid);
+  const t0 = performance.now();
+  const answer = await work();
+  const wallMs = performance.now() - t0;
+  const cpu = cpuMs(pid) - cpu0;
+  perf.kill("SIGINT");
+  await new Promise((r) => perf.once("exit", r));
+  const text = execFileSync("perf", ["script", "-i", dataFile], { encoding: "utf8", maxBuffer: 1024 * 1024 * 1024, stdio: ["ignore", "pipe", "ignore"] });
+  rmSync(dataFile, { force: true });
+  return { text, cpuMs: cpu, wallMs, answer, perfError: perfError.slice(-500) };
 }

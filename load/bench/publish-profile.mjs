@@ -14,15 +14,10 @@
 //
 // Needs `perf` (linux-perf). Loopback only; every server is stopped at the end.
 
-import { execFileSync, spawn } from "node:child_process";
-import { rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import WebSocket from "ws";
 import { runHttpLoad } from "./http-load.mjs";
-import { cpuMs } from "./local-server.mjs";
 import { perfSteps } from "./perf-steps.mjs";
-import { startBare, startOurs, startPartyserver } from "./profiled-servers.mjs";
+import { sampleWhile, startBare, startOurs, startPartyserver } from "./profiled-servers.mjs";
 
 const argv = process.argv.slice(2);
 const option = (name, fallback) => {
@@ -72,20 +67,7 @@ for (const target of TARGETS) {
   // Every room exists and the hot paths are optimised before anything is sampled.
   await runHttpLoad({ url, connections: CONNECTIONS, seconds: 3, requests });
   await sleep(500);
-  const dataFile = join(tmpdir(), `publish-profile-${target}-${process.pid}.data`);
-  const perf = spawn("perf", ["record", "-e", "cpu-clock", "-F", "997", "-g", "-p", String(server.pid), "-o", dataFile], { stdio: ["ignore", "ignore", "pipe"] });
-  let perfErr = "";
-  perf.stderr.on("data", (d) => (perfErr += d));
-  await sleep(300);
-  const cpu0 = cpuMs(server.pid);
-  const t0 = performance.now();
-  const load = await runHttpLoad({ url, connections: CONNECTIONS, seconds: SECONDS, requests });
-  const wallMs = performance.now() - t0;
-  const cpu = cpuMs(server.pid) - cpu0;
-  perf.kill("SIGINT");
-  await new Promise((r) => perf.once("exit", r));
-  const text = execFileSync("perf", ["script", "-i", dataFile], { encoding: "utf8", maxBuffer: 1024 * 1024 * 1024, stdio: ["ignore", "pipe", "ignore"] });
-  rmSync(dataFile, { force: true });
+  const { text, cpuMs: cpu, wallMs, answer: load, perfError: perfErr } = await sampleWhile(server.pid, () => runHttpLoad({ url, connections: CONNECTIONS, seconds: SECONDS, requests }));
   const ok = load.requests.total - load.non2xx - load.errors;
   const cpuPerPublishUs = (cpu * 1000) / ok;
   const profile = perfSteps(text, { bundle: server.bundle });

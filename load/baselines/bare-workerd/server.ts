@@ -12,9 +12,8 @@ import { mkdirSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { encodeWorkerdConfig } from "../../../local-server/workerd-config.mjs";
-import { startWorkerd } from "../../../local-server/workerd-process.mjs";
-import { DIST_DIR, REPO_ROOT } from "../../src/target/target";
+import { DIST_DIR } from "../../src/target/target";
+import { runWorkerd } from "../workerd-launch";
 import { bareWorkerdConfig } from "./config";
 
 const { values } = parseArgs({
@@ -26,7 +25,7 @@ const durable = values.durable ?? false;
 const dataDir = values.data ?? mkdtempSync(join(tmpdir(), "bare-workerd-"));
 mkdirSync(dataDir, { recursive: true });
 
-const config = await encodeWorkerdConfig(
+await runWorkerd(
   bareWorkerdConfig({
     bundle: readFileSync(join(DIST_DIR, "bare-workerd-worker.js"), "utf8"),
     address: `127.0.0.1:${port}`,
@@ -35,22 +34,5 @@ const config = await encodeWorkerdConfig(
     // E.g. --perf-basic-prof, so that a profiler can name JavaScript frames.
     v8Flags: values["v8-flag"] ?? [],
   }),
+  `bare workerd baseline${durable ? " (durable)" : ""} on http://127.0.0.1:${port}`,
 );
-const workerd = startWorkerd({ bin: join(REPO_ROOT, "node_modules/workerd/bin/workerd"), config, listenFd: null, privateDir: "", env: process.env });
-const child = workerd.child;
-process.stdout.write(`bare workerd baseline${durable ? " (durable)" : ""} on http://127.0.0.1:${port}; workerd pid ${child.pid}\n`);
-
-let stopping = false;
-child.on("exit", (code, signal) => {
-  void workerd.release().then(() => {
-    if (!stopping) process.stderr.write(`workerd exited unexpectedly (code ${code}, signal ${signal})\n`);
-    process.exit(stopping ? 0 : 1);
-  });
-});
-for (const signal of ["SIGTERM", "SIGINT"] as const) {
-  process.on(signal, () => {
-    stopping = true;
-    child.kill("SIGTERM");
-    setTimeout(() => child.kill("SIGKILL"), 3000).unref();
-  });
-}

@@ -13,10 +13,9 @@ import { mkdirSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { encodeWorkerdConfig } from "../../../local-server/workerd-config.mjs";
-import { startWorkerd } from "../../../local-server/workerd-process.mjs";
-import { DIST_DIR, REPO_ROOT } from "../../src/target/target";
+import { DIST_DIR } from "../../src/target/target";
 import { COMPATIBILITY_DATE, COMPATIBILITY_FLAGS } from "../bare-workerd/config";
+import { runWorkerd } from "../workerd-launch";
 
 const { values } = parseArgs({ options: { port: { type: "string" }, data: { type: "string" }, "v8-flag": { type: "string", multiple: true } } });
 const port = Number(values.port ?? process.env.PORT ?? 18230);
@@ -25,39 +24,24 @@ const dataDir = values.data ?? mkdtempSync(join(tmpdir(), "partyserver-"));
 mkdirSync(dataDir, { recursive: true });
 const v8Flags = values["v8-flag"] ?? [];
 
-const config = await encodeWorkerdConfig({
-  ...(v8Flags.length ? { v8Flags } : {}),
-  services: [
-    {
-      name: "main",
-      worker: {
-        modules: [{ name: "worker.js", esModule: readFileSync(join(DIST_DIR, "partyserver-worker.js"), "utf8") }],
-        compatibilityDate: COMPATIBILITY_DATE,
-        compatibilityFlags: COMPATIBILITY_FLAGS,
-        bindings: [{ name: "RoomServer", durableObjectNamespace: { className: "RoomServer" } }],
-        durableObjectNamespaces: [{ className: "RoomServer", uniqueKey: "partyserver-RoomServer", enableSql: true }],
-        durableObjectStorage: { localDisk: "storage" },
+await runWorkerd(
+  {
+    ...(v8Flags.length ? { v8Flags } : {}),
+    services: [
+      {
+        name: "main",
+        worker: {
+          modules: [{ name: "worker.js", esModule: readFileSync(join(DIST_DIR, "partyserver-worker.js"), "utf8") }],
+          compatibilityDate: COMPATIBILITY_DATE,
+          compatibilityFlags: COMPATIBILITY_FLAGS,
+          bindings: [{ name: "RoomServer", durableObjectNamespace: { className: "RoomServer" } }],
+          durableObjectNamespaces: [{ className: "RoomServer", uniqueKey: "partyserver-RoomServer", enableSql: true }],
+          durableObjectStorage: { localDisk: "storage" },
+        },
       },
-    },
-    { name: "storage", disk: { path: dataDir, writable: true } },
-  ],
-  sockets: [{ name: "http", address: `127.0.0.1:${port}`, http: {}, service: { name: "main" } }],
-});
-const workerd = startWorkerd({ bin: join(REPO_ROOT, "node_modules/workerd/bin/workerd"), config, listenFd: null, privateDir: "", env: process.env });
-const child = workerd.child;
-process.stdout.write(`PartyServer baseline on http://127.0.0.1:${port}; workerd pid ${child.pid}\n`);
-
-let stopping = false;
-child.on("exit", (code, signal) => {
-  void workerd.release().then(() => {
-    if (!stopping) process.stderr.write(`workerd exited unexpectedly (code ${code}, signal ${signal})\n`);
-    process.exit(stopping ? 0 : 1);
-  });
-});
-for (const signal of ["SIGTERM", "SIGINT"] as const) {
-  process.on(signal, () => {
-    stopping = true;
-    child.kill("SIGTERM");
-    setTimeout(() => child.kill("SIGKILL"), 3000).unref();
-  });
-}
+      { name: "storage", disk: { path: dataDir, writable: true } },
+    ],
+    sockets: [{ name: "http", address: `127.0.0.1:${port}`, http: {}, service: { name: "main" } }],
+  },
+  `PartyServer baseline on http://127.0.0.1:${port}`,
+);
