@@ -1,5 +1,26 @@
 import { cloudflareTest } from "@cloudflare/vitest-pool-workers";
-import { defineConfig } from "vitest/config";
+import { defineConfig, type TestProjectInlineConfiguration } from "vitest/config";
+
+/**
+ * A project of tests that run in Node: the service end to end through `npm start` (test/service),
+ * the client SDK (test/sdk), the conformance suite and the load tool beside their code, and the
+ * docs held to the code (test/docs). Their files run one at a time, in one queue across all of
+ * these projects: each starts servers of its own, and a 2-core machine stays honest.
+ */
+function nodeProject(name: string, include: string[]): TestProjectInlineConfiguration {
+  return {
+    test: {
+      name,
+      include,
+      environment: "node",
+      // Builds the worker bundle once; every local server starts with --no-build.
+      globalSetup: ["test/helpers/global-setup.ts"],
+      fileParallelism: false,
+      testTimeout: 60_000,
+      hookTimeout: 60_000,
+    },
+  };
+}
 
 export default defineConfig({
   test: {
@@ -27,19 +48,11 @@ export default defineConfig({
         plugins: [cloudflareTest({ wrangler: { configPath: "./examples/chat/wrangler.toml" } })],
         test: { name: "example", include: ["examples/chat/test/**/*.test.ts"] },
       },
-      {
-        // Real sockets from Node against the local server (local-server/server.mjs).
-        test: {
-          name: "node",
-          include: ["test/node/**/*.test.ts"],
-          environment: "node",
-          globalSetup: ["test/helpers/global-setup.ts"],
-          // Each file starts its own servers; running files one at a time keeps a 2-core machine honest.
-          fileParallelism: false,
-          testTimeout: 60_000,
-          hookTimeout: 60_000,
-        },
-      },
+      nodeProject("service", ["test/service/**/*.test.ts"]),
+      nodeProject("sdk", ["test/sdk/**/*.test.ts"]),
+      nodeProject("conformance", ["conformance/test/**/*.test.ts"]),
+      nodeProject("load", ["load/test/**/*.test.ts"]),
+      nodeProject("docs", ["test/docs/**/*.test.ts"]),
     ],
   },
 });

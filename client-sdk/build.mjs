@@ -70,7 +70,7 @@ if (!process.argv.includes("--no-types")) {
     module: ts.ModuleKind.ES2022,
     moduleResolution: ts.ModuleResolutionKind.Bundler,
     // The sources use the platform's classes; the declarations they emit need no lib beyond ES2022
-    // (test/node/package-install.test.ts type-checks a program without DOM against them).
+    // (test/sdk/package-install.test.ts type-checks a program without DOM against them).
     lib: ["lib.es2022.d.ts", "lib.dom.d.ts"],
     types: [],
     strict: true,

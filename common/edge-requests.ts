@@ -122,28 +122,5 @@ export function grantsFromHeaders(headers: Headers): RoomGrant[] | null {
   }
 }
 
-/**
- * Followers of a room's root are numbered: a leaf by its index, an object
- * holding multiplexed connections (a hub, HUBS binding, named `hub-<n>`) by
- * HUB_FOLLOWER_BASE + n, so both share one numbering in the root's directory.
- */
-export const HUB_FOLLOWER_BASE = 1_000_000;
-
-/** The name of hub `n` in the HUBS namespace. */
-export function hubName(n: number): string {
-  return `hub-${n}`;
-}
-
-/** The hub number a hub's name says, or null for a name no hub has. */
-export function parseHubName(name: string): number | null {
-  const match = /^hub-(\d{1,6})$/.exec(name);
-  return match ? Number(match[1]) : null;
-}
-
-/** Whether follower `index` of a room is a hub (else a leaf). */
-export function isHubFollower(index: number): boolean {
-  return index >= HUB_FOLLOWER_BASE;
-}
-
 /** On a hub's answer to an upgrade: it holds its maximum of connections; the edge tries another. */
 export const HUB_FULL_HEADER = "x-hub-full";

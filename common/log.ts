@@ -17,10 +17,17 @@ export type LogEventName =
   | "webhook_failed"
   | "webhook_dead_letter"
   /** The local server's fault tests only: a publish is durable and its answer held (durable-objects/room/fault-hold.ts). */
-  | "fault_hold";
+  | "fault_hold"
+  /**
+   * The local server only: a hub's instance started (its first connection, or woken from
+   * hibernation by an alarm or a frame the runtime did not answer), so that what wakes an idle
+   * hub can be counted (npm run bench -- pusher --table wakeups).
+   */
+  | "instance_started";
 
 export function logEvent(event: LogEventName, fields: Record<string, unknown>): void {
   const line = JSON.stringify({ event, ...fields });
   if (event === "error" || event === "socket_error" || event === "hook_error") console.error(line);
+  else if (event === "open_mode") console.warn(line);
   else console.log(line);
 }

@@ -13,6 +13,7 @@
  * ignored, as a bad limit var is; the other rules still apply.
  */
 import { isValidRoomName } from "../protocol";
+import { isCacheChannelRoom, PUSHER_CACHE_SECONDS } from "../protocol/pusher";
 import { logEvent } from "./log";
 
 /**
@@ -99,16 +100,21 @@ export function parseHistoryRules(raw: unknown): HistoryRule[] {
   return rules.sort((a, b) => b.prefix.length - a.prefix.length);
 }
 
-/** The history bounds of room `room`: its longest matching rule's, each bound it leaves out from the defaults. */
+/**
+ * The history bounds of room `room`: its longest matching rule's, each bound it leaves out from
+ * the defaults. A Pusher cache channel's room that no rule names keeps its messages at least as
+ * long as Pusher keeps a cache channel's last event.
+ */
 export function retentionFor(
   room: string,
   rules: readonly HistoryRule[],
   defaults: { HISTORY_MAX_MESSAGES: number; HISTORY_MAX_AGE_SECONDS: number },
 ): Retention {
   const rule = rules.find((r) => room.startsWith(r.prefix));
+  const ageFloor = rule === undefined && isCacheChannelRoom(room) ? PUSHER_CACHE_SECONDS : 0;
   return {
     maxMessages: Math.max(1, rule?.maxMessages ?? defaults.HISTORY_MAX_MESSAGES),
-    maxAgeSeconds: rule?.maxAgeSeconds ?? defaults.HISTORY_MAX_AGE_SECONDS,
+    maxAgeSeconds: rule?.maxAgeSeconds ?? Math.max(ageFloor, defaults.HISTORY_MAX_AGE_SECONDS),
     store: rule?.store ?? true,
     rule: rule?.prefix ?? null,
   };

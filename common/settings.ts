@@ -11,6 +11,7 @@
  * the browser SDK.
  */
 import { DEFAULT_WEBHOOK_EVENTS, WEBHOOK_EVENT_TYPES, type WebhookEventType } from "../protocol/webhooks.js";
+import { DEFAULT_PUSHER_WEBHOOK_EVENTS, PUSHER_WEBHOOK_EVENTS, type PusherWebhookEventName } from "../protocol/pusher.js";
 import { logEvent } from "./log";
 import { MAX_HISTORY_MESSAGES, parseHistoryRules, type HistoryRule } from "./retention";
 
@@ -188,10 +189,40 @@ export interface WebhookSettings {
   messagePrefix: string | null;
 }
 
-/** Text vars the service reads besides the limits and the secrets (docs/protocol.md, docs/webhooks.md, docs/history.md). */
-export const TEXT_VARS = ["ALLOWED_ORIGINS", "HISTORY_RULES", "WEBHOOK_URL", "WEBHOOK_EVENTS", "WEBHOOK_MESSAGE_PREFIX"] as const;
+/** The Pusher app the front door serves (docs/pusher.md): one app, from the PUSHER_* vars. */
+export interface PusherApp {
+  /** PUSHER_APP_ID: the `{app_id}` of `/apps/{app_id}/...` and of the channels' room names. */
+  id: string;
+  /** PUSHER_APP_KEY: the `{key}` of `/app/{key}`, public (clients hold it). */
+  key: string;
+  /** PUSHER_APP_SECRET: signs channel authorizations, sign-ins, HTTP requests and webhooks. */
+  secret: string;
+  /** PUSHER_CLIENT_EVENTS=1: clients may send `client-*` events on private and presence channels. */
+  clientEvents: boolean;
+  /** PUSHER_WEBHOOK_URL: where Pusher-format webhooks of the app's channels go; null = none. */
+  webhookUrl: string | null;
+  /** PUSHER_WEBHOOK_EVENTS: the Pusher webhook events the channels' rooms record (DEFAULT_PUSHER_WEBHOOK_EVENTS when unset). */
+  webhookEvents: ReadonlySet<PusherWebhookEventName>;
+}
+
+/** The front door is on with its app, or off and why (said at startup and to a client that knocks). */
+export type PusherSettings = { app: PusherApp; off?: undefined } | { app: null; off: string };
+
+/** Text vars the service reads besides the limits and the secrets (docs/protocol.md, docs/webhooks.md, docs/history.md, docs/pusher.md). */
+export const TEXT_VARS = [
+  "ALLOWED_ORIGINS",
+  "HISTORY_RULES",
+  "WEBHOOK_URL",
+  "WEBHOOK_EVENTS",
+  "WEBHOOK_MESSAGE_PREFIX",
+  "PUSHER_APP_ID",
+  "PUSHER_APP_KEY",
+  "PUSHER_CLIENT_EVENTS",
+  "PUSHER_WEBHOOK_URL",
+  "PUSHER_WEBHOOK_EVENTS",
+] as const;
 /** Secrets: `wrangler secret put`, never vars. */
-export const SECRET_VARS = ["PUBLISH_KEY", "TOKEN_SECRET", "WEBHOOK_SECRET"] as const;
+export const SECRET_VARS = ["PUBLISH_KEY", "TOKEN_SECRET", "WEBHOOK_SECRET", "PUSHER_APP_SECRET"] as const;
 
 export interface Settings {
   limits: Limits;
@@ -200,6 +231,7 @@ export interface Settings {
   webhooks: WebhookSettings | null;
   /** HISTORY_RULES: history bounds by room-name prefix, longest prefix first (common/retention.ts). */
   historyRules: readonly HistoryRule[];
+  pusher: PusherSettings;
 }
 
 const cache = new WeakMap<object, Settings>();
@@ -208,7 +240,13 @@ const cache = new WeakMap<object, Settings>();
 export function settingsOf(env: Record<string, unknown>): Settings {
   let settings = cache.get(env);
   if (!settings) {
-    settings = { limits: parseLimits(env), access: parseAccess(env), webhooks: parseWebhooks(env), historyRules: parseHistoryRules(env.HISTORY_RULES) };
+    settings = {
+      limits: parseLimits(env),
+      access: parseAccess(env),
+      webhooks: parseWebhooks(env),
+      historyRules: parseHistoryRules(env.HISTORY_RULES),
+      pusher: parsePusher(env),
+    };
     cache.set(env, settings);
   }
   return settings;
@@ -228,6 +266,10 @@ export function webhookSettings(env: Record<string, unknown>): WebhookSettings |
 
 export function historyRules(env: Record<string, unknown>): readonly HistoryRule[] {
   return settingsOf(env).historyRules;
+}
+
+export function pusherSettings(env: Record<string, unknown>): PusherSettings {
+  return settingsOf(env).pusher;
 }
 
 /** Origins compare as `scheme://host[:port]`, lower-case, without a trailing slash. */
@@ -275,8 +317,9 @@ function parseAccess(env: Record<string, unknown>): AccessSettings {
   };
 }
 
-function parseWebhooks(env: Record<string, unknown>): WebhookSettings | null {
-  const raw = text(env, "WEBHOOK_URL");
+/** An http or https URL from var `name`, or null (unset, or unusable: logged, without the value, which may hold credentials). */
+function webhookUrl(env: Record<string, unknown>, name: string): string | null {
+  const raw = text(env, name);
   if (raw === null) return null;
   let url: URL;
   try {
@@ -285,17 +328,65 @@ function parseWebhooks(env: Record<string, unknown>): WebhookSettings | null {
     url = new URL("invalid:");
   }
   if (url.protocol !== "https:" && url.protocol !== "http:") {
-    // The value may hold credentials: it is never logged.
-    logEvent("bad_config", { var: "WEBHOOK_URL", problem: "not an http or https URL; webhooks are off" });
+    logEvent("bad_config", { var: name, problem: "not an http or https URL; webhooks are off" });
     return null;
   }
-  const known = new Set<string>(WEBHOOK_EVENT_TYPES);
-  const listed = text(env, "WEBHOOK_EVENTS");
-  const events = new Set<WebhookEventType>();
-  for (const name of listed === null ? DEFAULT_WEBHOOK_EVENTS : listed.split(",").map((n) => n.trim()).filter((n) => n !== "")) {
-    if (known.has(name)) events.add(name as WebhookEventType);
-    else logEvent("bad_config", { var: "WEBHOOK_EVENTS", value: name, problem: "not an event type; ignored", known: [...known] });
+  if (url.username !== "" || url.password !== "") {
+    // Credentials in a var would show wherever vars do (the dashboard, wrangler.toml); the secret signs requests instead.
+    logEvent("bad_config", { var: name, problem: "holds credentials (user:password@), which are not sent; webhooks are off. Sign requests with the secret, or put a token in the path" });
+    return null;
   }
+  return url.href;
+}
+
+/** App ids and keys: what Pusher issues, or any short name of letters, digits, `_` and `-`. */
+const PUSHER_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+
+function parsePusher(env: Record<string, unknown>): PusherSettings {
+  const id = text(env, "PUSHER_APP_ID");
+  const key = text(env, "PUSHER_APP_KEY");
+  const secret = text(env, "PUSHER_APP_SECRET");
+  if (id === null && key === null && secret === null) return { app: null, off: "PUSHER_APP_ID, PUSHER_APP_KEY and PUSHER_APP_SECRET are not set" };
+  const missing = [id === null ? "PUSHER_APP_ID" : "", key === null ? "PUSHER_APP_KEY" : "", secret === null ? "PUSHER_APP_SECRET" : ""].filter((n) => n !== "");
+  if (missing.length > 0) return { app: null, off: `${missing.join(" and ")} ${missing.length > 1 ? "are" : "is"} not set` };
+  if (!/^[A-Za-z0-9_-]{1,32}$/.test(id as string)) {
+    logEvent("bad_config", { var: "PUSHER_APP_ID", problem: "1-32 letters, digits, _ or -; the Pusher front door is off" });
+    return { app: null, off: "PUSHER_APP_ID is not 1-32 letters, digits, _ or -" };
+  }
+  if (!PUSHER_NAME.test(key as string)) {
+    logEvent("bad_config", { var: "PUSHER_APP_KEY", problem: "1-64 letters, digits, _ or -; the Pusher front door is off" });
+    return { app: null, off: "PUSHER_APP_KEY is not 1-64 letters, digits, _ or -" };
+  }
+  const clientEvents = text(env, "PUSHER_CLIENT_EVENTS");
+  return {
+    app: {
+      id: id as string,
+      key: key as string,
+      secret: secret as string,
+      clientEvents: clientEvents !== null && ["1", "true", "on", "yes"].includes(clientEvents.trim().toLowerCase()),
+      webhookUrl: webhookUrl(env, "PUSHER_WEBHOOK_URL"),
+      webhookEvents: eventList(env, "PUSHER_WEBHOOK_EVENTS", PUSHER_WEBHOOK_EVENTS, DEFAULT_PUSHER_WEBHOOK_EVENTS),
+    },
+  };
+}
+
+/** The event names var `name` lists (comma-separated; `defaults` when unset); a name not in `known` is logged and ignored. */
+function eventList<Name extends string>(env: Record<string, unknown>, name: string, known: readonly Name[], defaults: readonly Name[]): ReadonlySet<Name> {
+  const names = new Set<string>(known);
+  const listed = text(env, name);
+  const events = new Set<Name>();
+  for (const event of listed === null ? defaults : listed.split(",").map((n) => n.trim()).filter((n) => n !== "")) {
+    if (names.has(event)) events.add(event as Name);
+    else logEvent("bad_config", { var: name, value: event, problem: "not an event type; ignored", known: [...known] });
+  }
+  return events;
+}
+
+function parseWebhooks(env: Record<string, unknown>): WebhookSettings | null {
+  const href = webhookUrl(env, "WEBHOOK_URL");
+  if (href === null) return null;
+  const url = new URL(href);
+  const events = eventList<WebhookEventType>(env, "WEBHOOK_EVENTS", WEBHOOK_EVENT_TYPES, DEFAULT_WEBHOOK_EVENTS);
   const prefix = env.WEBHOOK_MESSAGE_PREFIX;
   return { url: url.href, events, messagePrefix: typeof prefix === "string" && prefix !== "" ? prefix : null };
 }

@@ -10,8 +10,11 @@ import { isPrintable } from "./text";
  * them (`pub`; absent: the token's own `pub`).
  */
 export interface RoomGrant {
+  /** Exact room name the grant opens. */
   room?: string;
+  /** Room-name prefix the grant opens. */
   prefix?: string;
+  /** Whether the holder may publish in the rooms this grant opens; absent: the token's own `pub`. */
   pub?: boolean;
 }
 
@@ -25,6 +28,8 @@ export const MAX_GRANTS = 100;
  * (every room whose name starts with it), `grants` (several of either, each
  * with its own right to publish), or any of them together: a room is open
  * when any of them matches it.
+ *
+ * @see docs/security.md#claims
  */
 export interface SubscribeClaims {
   /** Exact room name the token opens. */
@@ -53,11 +58,18 @@ export interface SubscribeClaims {
   grants?: RoomGrant[];
 }
 
-/** What to put in a token; `exp` defaults to now + `ttlSeconds`. */
+/**
+ * What to put in a token (`mintToken`): the claims, with `exp` now + `ttlSeconds` unless given.
+ *
+ * @see docs/security.md#minting
+ */
 export type TokenRequest = Omit<SubscribeClaims, "exp" | "iat"> & {
   /** Absolute expiry (seconds since the epoch); wins over `ttlSeconds`. */
   exp?: number;
-  /** Lifetime in seconds when `exp` is not given. Default 3600. */
+  /**
+   * Lifetime in seconds when `exp` is not given.
+   * @default 3600
+   */
   ttlSeconds?: number;
 };
 
@@ -67,6 +79,7 @@ const MAX_SUBJECT_LENGTH = 256;
 /** Room names are at most 64 characters, so a longer prefix could match nothing. */
 const MAX_PREFIX_LENGTH = 64;
 
+/** What `verifyToken` found: the token's claims, or why it is refused (`bad_token` or `expired_token`, with words for people). */
 export type TokenCheck =
   | { ok: true; claims: SubscribeClaims }
   | { ok: false; reason: "bad_token" | "expired_token"; message: string };
@@ -143,6 +156,22 @@ function pickClaims(payload: Record<string, unknown>): SubscribeClaims {
  * Mints a subscribe token. For backends (hand the token to a browser) and
  * tests. Throws on claims that verification would refuse, so a bad token is
  * caught where it is made rather than where it is used.
+ *
+ * @param secret the service's TOKEN_SECRET.
+ * @param request the claims: the rooms (`room`, `prefix`, `grants`), `sub`, `info`, `pub`, and `exp` or `ttlSeconds`.
+ * @param [now=Date.now()] the issue time, epoch milliseconds.
+ * @returns the token, an HS256 JWT.
+ * @throws {TypeError} for an empty secret, or claims that `verifyToken` would refuse.
+ *
+ * @example
+ * ```ts
+ * import { mintToken } from "edge-fanout";
+ *
+ * // In your back end, for a signed-in user: ten minutes in "lobby", allowed to publish.
+ * const token = await mintToken(secret, { room: "lobby", sub: "user-17", info: { name: "Ada" }, pub: true, ttlSeconds: 600 });
+ * ```
+ *
+ * @see docs/security.md#minting
  */
 export async function mintToken(secret: string, request: TokenRequest, now: number = Date.now()): Promise<string> {
   if (secret === "") throw new TypeError("mintToken needs a non-empty secret");
@@ -157,7 +186,22 @@ export async function mintToken(secret: string, request: TokenRequest, now: numb
 
 /**
  * Verifies a subscribe token: HS256 signature with `secret`, not expired, not
- * used before `nbf`/`iat`, and a usable claim set. Never throws.
+ * used before `nbf`, and a usable claim set. Never throws.
+ *
+ * @param token the token as presented.
+ * @param secret the service's TOKEN_SECRET.
+ * @returns `{ ok: true, claims }`, or `{ ok: false, reason, message }`.
+ *
+ * @example
+ * ```ts
+ * import { verifyToken } from "edge-fanout";
+ *
+ * const check = await verifyToken(token, secret);
+ * if (check.ok) console.log("member", check.claims.sub, "until", check.claims.exp);
+ * else console.log(check.reason, check.message); // "expired_token", "the token has expired"
+ * ```
+ *
+ * @see docs/security.md#claims
  */
 export async function verifyToken(token: string, secret: string): Promise<TokenCheck> {
   let payload: Record<string, unknown>;

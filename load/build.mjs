@@ -10,6 +10,7 @@ const root = dirname(fileURLToPath(import.meta.url));
 const entries = {
   cli: "src/cli.ts",
   capacity: "src/capacity-cli.ts",
+  bench: "bench/cli.ts",
   "client-worker": "src/client/worker.ts",
   "baseline-server": "baselines/ws-room-server.ts",
   "bare-server": "baselines/bare-workerd/server.ts",

@@ -40,6 +40,7 @@ export function startGate(server, options) {
   let headBytes = 0;
   const counts = { refused: 0, idleClosed: 0, badRequests: 0, dropped: 0, tooBig: 0, abandoned: 0, acceptErrors: 0, upstreamErrors: 0 };
   let reported = { ...counts };
+  let reportedLevels = "0/0/0";
 
   /** @type {import("./relay.mjs").GateLease} */
   const lease = {
@@ -97,9 +98,13 @@ export function startGate(server, options) {
     counts.acceptErrors += 1;
   });
 
+  // A line when something was counted or the levels moved, so that the last
+  // line always shows where the levels settled.
   const reporter = setInterval(() => {
-    const changed = Object.keys(counts).some((k) => counts[k] !== reported[k]);
+    const levels = `${relayed}/${sockets}/${pending}`;
+    const changed = levels !== reportedLevels || Object.keys(counts).some((k) => counts[k] !== reported[k]);
     if (!changed) return;
+    reportedLevels = levels;
     const delta = Object.fromEntries(Object.keys(counts).map((k) => [k, counts[k] - reported[k]]));
     reported = { ...counts };
     options.report({ ...delta, relayed, sockets, pending });

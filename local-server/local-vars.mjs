@@ -12,7 +12,9 @@
 export const ACCESS_KEYS = ["PUBLISH_KEY", "TOKEN_SECRET", "ALLOWED_ORIGINS"];
 /** Webhook settings that are text, not limits (docs/webhooks.md); WEBHOOK_SECRET is a secret. */
 export const WEBHOOK_KEYS = ["WEBHOOK_URL", "WEBHOOK_EVENTS", "WEBHOOK_MESSAGE_PREFIX", "WEBHOOK_SECRET"];
-export const SECRET_KEYS = ["PUBLISH_KEY", "TOKEN_SECRET", "WEBHOOK_SECRET"];
+/** The Pusher front door's settings (docs/pusher.md); PUSHER_APP_SECRET is a secret. */
+export const PUSHER_KEYS = ["PUSHER_APP_ID", "PUSHER_APP_KEY", "PUSHER_APP_SECRET", "PUSHER_CLIENT_EVENTS", "PUSHER_WEBHOOK_URL", "PUSHER_WEBHOOK_EVENTS"];
+export const SECRET_KEYS = ["PUBLISH_KEY", "TOKEN_SECRET", "WEBHOOK_SECRET", "PUSHER_APP_SECRET"];
 
 /**
  * @param {{
@@ -25,7 +27,7 @@ export const SECRET_KEYS = ["PUBLISH_KEY", "TOKEN_SECRET", "WEBHOOK_SECRET"];
  *   origin: where each bound key came from; ignored: .dev.vars keys that are not known
  */
 export function resolveVars({ tomlVars, devVars, env, overrides }) {
-  const known = new Set([...Object.keys(tomlVars), ...ACCESS_KEYS, ...WEBHOOK_KEYS]);
+  const known = new Set([...Object.keys(tomlVars), ...ACCESS_KEYS, ...WEBHOOK_KEYS, ...PUSHER_KEYS]);
   /** @type {Record<string, unknown>} */
   const vars = { ...tomlVars };
   /** @type {Record<string, string>} */
@@ -50,6 +52,24 @@ export function resolveVars({ tomlVars, devVars, env, overrides }) {
     origin[key] = "--var";
   }
   return { vars, origin, ignored };
+}
+
+/**
+ * One line for the banner saying whether the Pusher front door is on (with
+ * its app id and key, which are public, and where they came from) or why it
+ * is off; never the secret.
+ * @param {Record<string, unknown>} vars
+ * @param {Record<string, string>} origin
+ * @param {string} socketUrl the ws:// base the front door listens on
+ */
+export function describePusher(vars, origin, socketUrl) {
+  const set = (key) => typeof vars[key] === "string" && vars[key].trim() !== "";
+  const missing = ["PUSHER_APP_ID", "PUSHER_APP_KEY", "PUSHER_APP_SECRET"].filter((key) => !set(key));
+  if (missing.length === 3) return "off (set PUSHER_APP_ID, PUSHER_APP_KEY and PUSHER_APP_SECRET to turn it on: docs/pusher.md)";
+  if (missing.length > 0) return `off (${missing.join(" and ")} not set)`;
+  const events = set("PUSHER_CLIENT_EVENTS") ? `, client events ${["1", "true", "on", "yes"].includes(String(vars.PUSHER_CLIENT_EVENTS).trim().toLowerCase()) ? "on" : "off"}` : ", client events off";
+  const webhooks = set("PUSHER_WEBHOOK_URL") ? ", Pusher webhooks on" : "";
+  return `${socketUrl}/app/${vars.PUSHER_APP_KEY} for app ${vars.PUSHER_APP_ID} (${origin.PUSHER_APP_KEY})${events}${webhooks}`;
 }
 
 /**

@@ -13,5 +13,6 @@ process.stdout.write(
     compatibility_flags: config.compatibility_flags ?? [],
     vars: config.vars ?? {},
     durable_objects: config.durable_objects,
+    migrations: config.migrations ?? [],
   }),
 );

@@ -117,9 +117,14 @@ export function relayConnection(client, gate) {
     if (lingerTimer) clearTimeout(lingerTimer);
     gate.holdHeadBytes(-heldHeadBytes);
     heldHeadBytes = 0;
+    // The slots go back here, once: the close of the upstream destroyed below
+    // must not give them back again (releaseUpstream).
+    const slots = { relayed: upstream !== null && !upstreamReleased, socket: holdsSocket };
+    upstreamReleased = true;
+    holdsSocket = false;
     client.destroy();
     upstream?.destroy();
-    gate.released({ relayed: upstream !== null && !upstreamReleased, socket: holdsSocket });
+    gate.released(slots);
   }
 
   function releaseIfDone() {

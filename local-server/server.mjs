@@ -39,7 +39,7 @@ import { readDevVars } from "../tools/dev-vars.mjs";
 import { startGate } from "./gate.mjs";
 import { DIRECT_MIN_LIMIT, countDescriptors, descriptorLimits, planDescriptors } from "./limits.mjs";
 import { assertPortFree, listenPublic, PortError } from "./listen.mjs";
-import { describeAccess, resolveVars, SECRET_KEYS } from "./local-vars.mjs";
+import { describeAccess, describePusher, resolveVars, SECRET_KEYS } from "./local-vars.mjs";
 import { parseOptions, USAGE } from "./options.mjs";
 import { createPrivateDir } from "./private-dir.mjs";
 import { encodeWorkerdConfig, workerdConfig } from "./workerd-config.mjs";
@@ -57,6 +57,20 @@ const MAX_HEAD_BYTES = 32 * 1024;
 const HEAD_BYTES_BUDGET = 16 * 1024 * 1024;
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** `n` things, in the singular for one. */
+const count = (n, thing) => `${n} ${thing}${n === 1 ? "" : "s"}`;
+
+/**
+ * What the first shutdown pass closed, as /__local/shutdown answers it: the sockets, and the
+ * rooms and hubs that held them (those that had sockets earlier and none left are not counted).
+ * @param {{ sockets: number; rooms: number; hubs: number }} closed
+ */
+function closedLine(closed) {
+  if (closed.sockets === 0) return "no socket was open";
+  const where = [closed.rooms > 0 ? count(closed.rooms, "room") : null, closed.hubs > 0 ? count(closed.hubs, "hub") + " of multiplexed connections" : null];
+  return `closed ${count(closed.sockets, "socket")} in ${where.filter(Boolean).join(" and ")}`;
+}
 
 /**
  * The rooms' frame limit as common/settings.ts reads it (frameBytesFor): MAX_FRAME_BYTES, but never
@@ -163,6 +177,7 @@ function banner({ url, host, port, mount, vars, origin, plan, dataDir, pid, demo
     `  Publish:    curl -X POST ${url}/rooms/{room}/publish${keyed ? ' -H "Authorization: Bearer $PUBLISH_KEY"' : ""} -d 'hello'`,
     ...(demo ? [`  Demo:       ${url}/demo?room=${DEMO_ROOM}${tokened ? `&token=TOKEN  (TOKEN_SECRET is set: TOKEN from \`${token}\`)` : ""}`] : []),
     `  Access:     ${describeAccess(vars, origin)}`,
+    `  Pusher:     ${describePusher(vars, origin, `ws://${host}:${port}${mount}`)}`,
     `  descriptor limit ${plan.limit}; connection ceiling ${plan.ceiling} descriptors (upgrades past it get 503)`,
   ];
   if (plan.mode === "gate") {
@@ -338,7 +353,7 @@ async function main() {
     try {
       // From the first call on, new upgrades are refused with 503 and Retry-After.
       const closed = (await admin.call("POST", "/shutdown", undefined, SHUTDOWN_TIMEOUT_MS)).json;
-      console.log(`closed ${closed.sockets} sockets in ${closed.rooms} rooms`);
+      console.log(closedLine(closed));
       // Sockets whose upgrade was already past admission when the first pass ran.
       await sleep(250);
       await admin.call("POST", "/shutdown", undefined, SHUTDOWN_TIMEOUT_MS);

@@ -11,8 +11,9 @@
 //   carry the admin header (worker/local-routes.ts), set by workerd itself.
 //
 // Outbound: the worker's fetch() reaches public addresses only (workerd's
-// default), and loopback as well when WEBHOOK_URL names a loopback address,
-// so that webhooks can go to a receiver on this machine (docs/webhooks.md).
+// default), and loopback as well when WEBHOOK_URL or PUSHER_WEBHOOK_URL names a
+// loopback address, so that webhooks can go to a receiver on this machine
+// (docs/webhooks.md, docs/pusher.md#webhooks).
 
 import { createRequire } from "node:module";
 
@@ -27,7 +28,7 @@ const LOCAL_ADMIN_HEADER = "x-local-admin-token";
  * }} options httpAddress: null when the socket is passed as a descriptor
  */
 export function workerdConfig(options) {
-  const loopback = webhookIsLoopback(options.vars.WEBHOOK_URL);
+  const loopback = webhookIsLoopback(options.vars.WEBHOOK_URL) || webhookIsLoopback(options.vars.PUSHER_WEBHOOK_URL);
   const text = (value) => (typeof value === "string" ? value : JSON.stringify(value));
   return {
     services: [
@@ -74,7 +75,7 @@ export function workerdConfig(options) {
 }
 
 /**
- * Whether a WEBHOOK_URL names this machine (127.0.0.0/8, ::1 or localhost).
+ * Whether a webhook URL names this machine (127.0.0.0/8, ::1 or localhost).
  * @param {unknown} value
  */
 export function webhookIsLoopback(value) {

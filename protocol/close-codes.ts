@@ -2,10 +2,26 @@
  * Close codes, and the one table that decides what a client does after each:
  * `reconnect: true` means reconnect with backoff and resume with `since`;
  * `false` means stop (the same request would be refused again). A code the
- * table does not know (1005 and 1006, network failures, a code from a newer
- * server) means reconnect: a client never stops for a reason it cannot name.
+ * table does not know is decided by its range, as centrifuge-js decides
+ * (STOP_RANGES): 3500-3999 and 4500-4999 are reasons to stop (a library's,
+ * or a newer server's); everything else (1005 and 1006, network failures,
+ * other standard codes, 3000-3499, 4000-4499) means reconnect: a client never
+ * stops for a transient reason it cannot name.
  */
 
+/**
+ * The close codes of this protocol by name; what each means for reconnecting is in CLOSE_CODES.
+ *
+ * @example
+ * ```ts
+ * function explain(code: number): string {
+ *   if (code === CloseCode.UNAUTHORIZED) return "sign in again";
+ *   return code === CloseCode.FORBIDDEN ? "no access to this room" : "reconnecting";
+ * }
+ * ```
+ *
+ * @see docs/protocol.md#close-codes
+ */
 export const CloseCode = {
   /** The client or server ended the session on purpose. */
   NORMAL: 1000,
@@ -43,7 +59,11 @@ export interface CloseCodeInfo {
   description: string;
 }
 
-/** The one table that decides reconnect versus stop; docs/protocol.md mirrors it (a test holds them together). */
+/**
+ * The one table that decides reconnect versus stop; docs/protocol.md mirrors it (a test holds them together).
+ *
+ * @see docs/protocol.md#close-codes
+ */
 export const CLOSE_CODES: Readonly<Record<CloseCodeValue, CloseCodeInfo>> = {
   1000: { name: "NORMAL", reconnect: false, description: "closed on purpose" },
   1001: { name: "GOING_AWAY", reconnect: true, description: "server going away" },
@@ -60,13 +80,36 @@ export const CLOSE_CODES: Readonly<Record<CloseCodeValue, CloseCodeInfo>> = {
 };
 
 /**
- * Whether a client should reconnect after a close with `code`. Codes not in the
- * table (1005/1006 abnormal closures, network failures, unknown codes) are
- * treated as transient: reconnect.
+ * The ranges of codes the table does not know that mean stop. New codes this
+ * service adds that mean stop are given from 4500 on, so a client written
+ * before them stops too; those that mean reconnect stay below 4500.
+ */
+export const STOP_RANGES: readonly (readonly [number, number])[] = [
+  [3500, 3999],
+  [4500, 4999],
+];
+
+/**
+ * Whether a client should reconnect after a close with `code`: the table's
+ * word for a code it knows, else the code's range (STOP_RANGES stop, anything
+ * else reconnects: 1005/1006 abnormal closures and network failures among them).
+ *
+ * @param code the close code the socket ended with.
+ * @returns true to reconnect with backoff (resuming with `since`), false to stop.
+ *
+ * @example
+ * ```ts
+ * shouldReconnect(CloseCode.SLOW_CONSUMER); // true: come back and resume
+ * shouldReconnect(CloseCode.FORBIDDEN); // false: the same request would be refused again
+ * shouldReconnect(4600); // false: an unknown code in a stop range
+ * ```
+ *
+ * @see docs/protocol.md#close-codes
  */
 export function shouldReconnect(code: number): boolean {
   const info = (CLOSE_CODES as Readonly<Record<number, CloseCodeInfo | undefined>>)[code];
-  return info ? info.reconnect : true;
+  if (info) return info.reconnect;
+  return !STOP_RANGES.some(([low, high]) => code >= low && code <= high);
 }
 
 /** A close reason is at most 123 bytes of UTF-8 (RFC 6455 5.5: 125 for the payload, 2 of them the code). */

@@ -4,6 +4,7 @@
  * figure a client needs (window, frame budget) is announced in the welcome.
  */
 
+/** The version of this protocol; the subprotocol a client offers (`fanout.v1`) names it. */
 export const PROTOCOL_VERSION = 1;
 
 /**

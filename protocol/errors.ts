@@ -27,6 +27,8 @@ export type ErrorCode =
 
 /** Every refusal over HTTP is a status with this body. */
 export interface ErrorBody {
+  /** What went wrong, for a client to decide by. */
   error: ErrorCode;
+  /** What went wrong, in words for people. */
   message: string;
 }

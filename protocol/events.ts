@@ -35,6 +35,16 @@ export interface WelcomeEvent {
 export interface ServerMessage<T = unknown> {
   type: "message";
   seq: number;
+  /**
+   * The event's name, on a message that came through the Pusher front door (an HTTP event,
+   * a client event): its `data` is then the event's data as the Pusher publisher sent it, a
+   * string (docs/pusher.md#one-room-two-protocols).
+   */
+  event?: string;
+  /** On such a message: the Pusher socket it was not sent to (a client event's sender, or the one its publisher excluded). */
+  socket_id?: string;
+  /** On a client event of a Pusher presence channel: its sender's user id. */
+  user_id?: string;
   data: T;
   /** Publish time, epoch milliseconds (server clock). */
   ts: number;
@@ -49,9 +59,13 @@ export interface ServerMessage<T = unknown> {
  * Continuity was lost: messages `from`..`to` (inclusive) will never be
  * delivered to this socket; delivery continues with `to + 1`. `reason`:
  * - "history": they aged out of the room's bounded history before this socket
- *   read them;
- * - "epoch": the room's history itself was lost (the epoch changed); `from`/`to`
- *   span the seqs the client asked for, and the client should reload its state.
+ *   read them (`from` <= `to`);
+ * - "epoch": the room's history itself was lost (the epoch changed, or the
+ *   client named a seq from the future): the client's seqs mean nothing here
+ *   and it should reload its state. `from` is 1 and `to` the room's latest
+ *   seq: the messages of the new history it will not get. A room with no
+ *   message yet says `from` 1, `to` 0, an empty range (`to - from + 1` = 0):
+ *   nothing of the new history is missing, and the next message is 1.
  */
 export interface LostEvent {
   type: "lost";
@@ -125,7 +139,20 @@ export type CustomType = `x-${string}`;
 /** What a custom `type` must look like. */
 export const CUSTOM_TYPE_PATTERN = /^x-[A-Za-z0-9._:-]{1,64}$/;
 
-/** Whether `type` names an application frame or event (CUSTOM_TYPE_PATTERN). */
+/**
+ * Whether `type` names an application frame or event (CUSTOM_TYPE_PATTERN).
+ *
+ * @param type a frame's or event's `type`.
+ * @returns true for `x-` followed by 1-64 letters, digits or `. _ : -`.
+ *
+ * @example
+ * ```ts
+ * isCustomType("x-cursor"); // true
+ * isCustomType("message"); // false: a type of this protocol
+ * ```
+ *
+ * @see docs/hooks.md#onclientframe
+ */
 export function isCustomType(type: unknown): type is CustomType {
   return typeof type === "string" && CUSTOM_TYPE_PATTERN.test(type);
 }
@@ -137,6 +164,7 @@ export function isCustomType(type: unknown): type is CustomType {
  * `seq`, is not in history and is not acknowledged.
  */
 export interface CustomServerEvent {
+  /** The event's type, `x-...`. */
   type: CustomType;
   [field: string]: unknown;
 }

@@ -34,6 +34,7 @@ export interface PublishFrame {
  * with 4000, as for any unknown type. It costs a frame token, like a publish.
  */
 export interface CustomClientFrame {
+  /** The frame's type, `x-...`. */
   type: CustomType;
   /** Echoed in the `error` event when the room's hook fails on this frame. */
   id?: string;

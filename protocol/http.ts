@@ -87,6 +87,8 @@ export interface RoomStats extends RoomCounterValues {
    * of `connections`, which counts each follower once however it is connected.
    */
   multiplexed?: number;
+  /** Subscriptions of Pusher connections (`/app/{key}`, docs/pusher.md) to this room: part of `connections` too. */
+  pusher?: number;
   /** A sharded room: each leaf object, asked when the stats were read; a room with multiplexed subscribers: each hub that follows it too. */
   leaves?: RoomLeafStats[];
   /** A sharded room: requests its root received since its instance started, by kind. */
@@ -117,6 +119,8 @@ export interface RoomLeafStats {
   index: number;
   /** Present on a hub's line (a hub of multiplexed connections follows the room like a leaf): its number; `connections` are its subscriptions. */
   hub?: number;
+  /** Present on a Pusher hub's line (it holds Pusher connections and follows the room like a leaf): its number. */
+  pusherHub?: number;
   connections: number;
   /** Members with a socket on this leaf (a member with tabs on two leaves counts on both; the room's `members` counts it once). */
   members: number;
@@ -146,19 +150,23 @@ export interface PresencePage {
 
 /** One message in a history page: what a socket's `message` event carries, without its receipt tag. */
 export interface HistoryMessage<T = unknown> {
+  /** Position in the room's history. */
   seq: number;
   /** Publish time, ms since the epoch (server clock). */
   ts: number;
+  /** The message's data. */
   data: T;
 }
 
 /** Body of `GET /rooms/{room}/messages` (docs/history.md). */
 export interface HistoryPage<T = unknown> {
+  /** The room's name. */
   room: string;
   /** The history the seqs belong to; a cursor of another epoch is refused with 409 `conflict`. */
   epoch: string;
   /** `forward`: oldest first; `backward`: newest first. */
   direction: "forward" | "backward";
+  /** The page's messages, in `direction` order. */
   messages: HistoryMessage<T>[];
   /** Pass as `cursor` for the next page; null when the range holds nothing more. */
   cursor: string | null;

@@ -31,9 +31,10 @@ export interface ConnectionWelcomeEvent {
 }
 
 /**
- * A subscribe was accepted: where the room stands. A subscription that asked
- * for `since` then receives every message after it (or a `lost` event first,
- * when its epoch is not the room's), then live messages.
+ * A subscribe was accepted: where the room stands. Then come a `lost` event
+ * (when the subscribe's epoch is not the room's), the room's presence `sync`,
+ * every message after `since` (for a subscribe that asked for it), then live
+ * messages.
  */
 export interface SubscribedEvent {
   type: "subscribed";
@@ -86,7 +87,12 @@ export type MultiplexEvent =
 // Client -> server
 // ---------------------------------------------------------------------------
 
-/** Follow `room`, from now on or (with `since`) after a seq read earlier, in the history named `epoch`. */
+/**
+ * Follow `room`, from now on or (with `since`) after a seq read earlier, in
+ * the history named `epoch`. `room` is the string the client sent: one that
+ * is not a room name is refused for that room (`error` `bad_room`), and the
+ * connection stays, as for any refused subscribe.
+ */
 export interface SubscribeFrame {
   type: "subscribe";
   room: string;
@@ -137,8 +143,16 @@ function isSeq(v: unknown): v is number {
 
 const EPOCH = /^[A-Za-z0-9-]{1,64}$/;
 
+/**
+ * Longest `room` of a refused subscribe that its `error` repeats; a longer
+ * string is not repeated (the error still carries the subscribe's `id`).
+ */
+export const MAX_ECHOED_ROOM_LENGTH = 256;
+
+/** The room a frame names: a room name, except for a subscribe, whose room may be any string (refused by the server). */
 function roomOf(value: Record<string, unknown>): string | null {
-  return typeof value.room === "string" && isValidRoomName(value.room) ? value.room : null;
+  if (typeof value.room !== "string") return null;
+  return value.type === "subscribe" || isValidRoomName(value.room) ? value.room : null;
 }
 
 function idProblem(value: Record<string, unknown>): string | null {
@@ -159,7 +173,7 @@ export function parseMultiplexFrame(text: string): ParseResult<MultiplexClientFr
     return { ok: true, value: { type: "auth", token: value.token } };
   }
   const room = roomOf(value);
-  if (room === null) return { ok: false, error: `${String(value.type)}.room must be a room name` };
+  if (room === null) return { ok: false, error: `${String(value.type)}.room must be a room name${value.type === "subscribe" ? " (a string)" : ""}` };
   const badId = idProblem(value);
   if (badId) return { ok: false, error: badId };
   const id = typeof value.id === "string" ? { id: value.id } : {};

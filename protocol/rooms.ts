@@ -3,8 +3,16 @@
 /** Room names: 1-64 characters from a URL-safe set, starting with a letter or digit. */
 export const ROOM_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:~-]{0,63}$/;
 
+/**
+ * The rooms of Pusher channels (`pusher:{app id}:{channel}`, docs/pusher.md) may be longer:
+ * Pusher allows channel names of 164 characters. The same pattern as protocol/pusher.ts's
+ * PUSHER_ROOM_PATTERN, written here so that room names import nothing.
+ */
+const PUSHER_ROOM_NAME_PATTERN = /^pusher:[A-Za-z0-9_-]{1,32}:[A-Za-z0-9._~-]{1,360}$/;
+
+/** Whether `name` is a room name: 1-64 characters of ROOM_NAME_PATTERN, or a Pusher channel's room. */
 export function isValidRoomName(name: string): boolean {
-  return ROOM_NAME_PATTERN.test(name);
+  return ROOM_NAME_PATTERN.test(name) || PUSHER_ROOM_NAME_PATTERN.test(name);
 }
 
 /** URL path of a room's WebSocket endpoint. */
@@ -69,7 +77,8 @@ export function resumeProblem(query: QueryParams): string | null {
   if (since !== null && !SINCE_PATTERN.test(since)) return "since must be a non-negative integer";
   const epoch = query.get("epoch");
   if (epoch !== null && !EPOCH_PATTERN.test(epoch)) return "epoch must be the epoch string from a welcome event";
+  // Beside since, rewind is not looked at (a reconnecting client keeps the URL it opened with).
   const rewind = query.get("rewind");
-  if (rewind !== null && !REWIND_PATTERN.test(rewind)) return "rewind must be a number of messages (a non-negative integer)";
+  if (since === null && rewind !== null && !REWIND_PATTERN.test(rewind)) return "rewind must be a number of messages (a non-negative integer)";
   return null;
 }

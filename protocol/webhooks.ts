@@ -4,10 +4,12 @@
  * of events of one room, in the order the room recorded them, signed with
  * `WEBHOOK_SECRET`.
  */
+import type { PusherWebhookEventName } from "./pusher.js";
 
 /** Every event type, in the order docs/webhooks.md describes them. */
 export const WEBHOOK_EVENT_TYPES = ["room.occupied", "room.vacated", "member.joined", "member.left", "message.published"] as const;
 
+/** One event type: `room.occupied`, `room.vacated`, `member.joined`, `member.left` or `message.published`. */
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 
 /** The events a room records when `WEBHOOK_EVENTS` is not set: everything but messages, which must be asked for. */
@@ -20,7 +22,9 @@ export const WEBHOOK_SIGNATURE_HEADER = "Webhook-Signature";
 interface WebhookEventBase<Type extends WebhookEventType, Data> {
   /** Unique over every room and stable across retries: a receiver that has seen an id has seen that event. */
   id: string;
+  /** What happened (WEBHOOK_EVENT_TYPES). */
   type: Type;
+  /** The room it happened in. */
   room: string;
   /** When the change happened, epoch milliseconds (server clock). */
   ts: number;
@@ -29,6 +33,7 @@ interface WebhookEventBase<Type extends WebhookEventType, Data> {
 
 /** A member as a join describes it (the same fields as presence: docs/protocol.md#presence). */
 export interface WebhookMember {
+  /** The member's id: a token's `sub`, or an open-mode name. */
   id: string;
   /** The member's `info` (a token's `info` claim, or `?info=` in open mode), when it has one. */
   info?: unknown;
@@ -55,6 +60,18 @@ export type MemberLeftEvent = WebhookEventBase<"member.left", { member: { id: st
 /** A message was stored with `seq` in the history of `epoch` (only when `WEBHOOK_EVENTS` names it). */
 export type MessagePublishedEvent = WebhookEventBase<"message.published", { seq: number; epoch: string; data: unknown }>;
 
+/**
+ * One event of a webhook request's batch; `type` tells which.
+ *
+ * @example
+ * ```ts
+ * function handle(event: WebhookEvent): void {
+ *   if (event.type === "member.joined") console.log(event.room, "joined by", event.data.member.id);
+ * }
+ * ```
+ *
+ * @see docs/webhooks.md#events
+ */
 export type WebhookEvent = RoomOccupiedEvent | RoomVacatedEvent | MemberJoinedEvent | MemberLeftEvent | MessagePublishedEvent;
 
 /** The body of one webhook request. */
@@ -87,8 +104,9 @@ export interface RoomWebhookStats {
 }
 
 export interface WebhookDeadLetter {
+  /** The event's id; empty for an event of Pusher's format, which carries none (docs/pusher.md#webhooks). */
   id: string;
-  type: WebhookEventType;
+  type: WebhookEventType | PusherWebhookEventName;
   /** `expired`: undelivered WEBHOOK_RETRY_SECONDS after it was recorded; `overflow`: the room's outbox was full. */
   reason: "expired" | "overflow";
   /** When it became a dead letter. */

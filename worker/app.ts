@@ -24,15 +24,34 @@ import { openRoomSocket } from "./placement";
 import { openConnection } from "./hub-placement";
 import { closeRefusedUpgrade } from "./auth/socket-refusal";
 import { parseIdempotencyKey } from "./coordinator/requests";
+import { PUSHER_SOCKET_PREFIX } from "../protocol/pusher";
+import { pusherSocket } from "./pusher/socket-route";
+import { pusherApi } from "./pusher/api-routes";
 
-/** The fan-out app's Hono environment: its bindings, and what its middleware sets for the routes. */
+/**
+ * The fan-out app's Hono environment: its bindings (`Env`), and what its
+ * middleware sets for the routes (the limits read from the vars, the
+ * validated room name).
+ *
+ * @see docs/library.md#the-worker
+ */
 export type FanoutAppEnv = { Bindings: Env; Variables: { limits: Limits; room: string } & ForwardEnv["Variables"] };
 
-/** Choices for `createFanoutApp`. */
+/**
+ * Choices for `createFanoutApp`: which of the service's own pages it serves.
+ *
+ * @see docs/library.md#build-run-connect
+ */
 export interface FanoutAppOptions {
-  /** Serve the client SDK bundle at `GET /sdk.js` (default true). */
+  /**
+   * Serve the client SDK bundle at `GET /sdk.js`.
+   * @default true
+   */
   sdk?: boolean;
-  /** Serve the demo page at `GET /demo?room=` (default true; it needs `sdk`). */
+  /**
+   * Serve the demo page at `GET /demo?room=` (it needs `sdk`).
+   * @default true
+   */
   demo?: boolean;
 }
 
@@ -78,13 +97,24 @@ function limitsOf(env: Env): Limits {
  * own; its bindings must be there: `ROOMS` (a `Room` class, or your subclass
  * of it) and `COORDINATOR` (`Coordinator`), with SQLite storage.
  *
+ * @param [options={}] which of the service's own pages to serve (`/sdk.js`, `/demo`).
+ * @returns a Hono app to mount with `app.route(path, ...)`; a request it gets
+ * without the `ROOMS` or `COORDINATOR` binding is answered 500 `internal`.
+ *
  * @example
- * const app = new Hono<{ Bindings: Env }>();
+ * ```ts
+ * import { Hono } from "hono";
+ * import { createFanoutApp, type FanoutEnv } from "edge-fanout";
+ * // The classes the bindings name (ROOMS, COORDINATOR, HUBS) are exports of the worker.
+ * export { Room, Coordinator, RoomHub } from "edge-fanout";
+ *
+ * const app = new Hono<{ Bindings: FanoutEnv }>();
  * app.get("/", (c) => c.text("my own routes"));
  * app.route("/realtime", createFanoutApp({ demo: false }));
  * export default app;
- * export { Coordinator } from "edge-fanout";
- * export { ChatRoom } from "./chat-room";
+ * ```
+ *
+ * @see docs/library.md
  */
 export function createFanoutApp(options: FanoutAppOptions = {}): Hono<FanoutAppEnv> {
   const app = new Hono<FanoutAppEnv>();
@@ -136,11 +166,18 @@ export function createFanoutApp(options: FanoutAppOptions = {}): Hono<FanoutAppE
     }
     const refused = admissionRefusal(c, null);
     if (refused) return refused;
-    const { answer, hub } = await openConnection(c.env, c.get("limits"), c.req.url, forwardedHeaders(c));
+    const hubs = c.env.HUBS;
+    if (!hubs) return jsonError(c, 404, "not_found", "this service has no multiplexed connections (no HUBS binding)");
+    const { answer, hub } = await openConnection({ kind: "hub", namespace: hubs, count: c.get("limits").MULTIPLEX_HUBS }, c.req.url, forwardedHeaders(c));
     if (hub !== null && c.env.LOCAL_ADMIN_TOKEN !== undefined) noteHub(hub);
     return answer;
   });
   app.all(MULTIPLEX_PATH, (c) => jsonError(c, 405, "method_not_allowed", "connect with GET and an Upgrade header", { Allow: "GET" }));
+
+  // The Pusher front door (docs/pusher.md): stock Pusher clients connect here.
+  app.get(`${PUSHER_SOCKET_PREFIX}:key`, (c) => pusherSocket(c, (c) => admissionRefusal(c, null)));
+  // Pusher's HTTP API, for the server SDKs: signed with the app's secret, not the publish key.
+  app.route("/apps", pusherApi);
 
   app.route("/__local", localRoutes);
   if (options.sdk !== false) app.get("/sdk.js", serveSdk);

@@ -9,5 +9,6 @@ export { Room } from "../durable-objects/room/room";
 export { Coordinator } from "../durable-objects/coordinator/coordinator";
 export { RoomLeaf } from "../durable-objects/leaf/leaf";
 export { RoomHub } from "../durable-objects/hub/hub";
+export { PusherHub } from "../durable-objects/pusher/pusher-hub";
 
 export default createFanoutApp();

@@ -8,18 +8,20 @@
  *   logic, then bind your subclass as `ROOMS`;
  * - `Coordinator` is the live-room registry and broadcast object: re-export
  *   it from your worker and bind it as `COORDINATOR`;
+ * - `RoomHub` holds multiplexed connections (`GET /ws`): re-export it and
+ *   bind it as `HUBS`, or that route answers 404 (docs/multiplexing.md);
  * - `RoomLeaf` holds sockets of rooms past ROOM_SHARD_SOCKETS: bind it as
  *   `LEAVES` to let rooms grow past one object (docs/sharded-rooms.md). A
  *   room whose class overrides onConnect, onClientFrame or onClose keeps all
  *   its sockets in its own object, so it does not need it.
  *
- * The README's "Add fan-out to your own worker" and docs/hooks.md show the
- * whole setup; examples/chat is a complete worker that uses it.
+ * docs/library.md ("Add fan-out to your own worker") and docs/hooks.md show
+ * the whole setup; examples/chat is a complete worker that uses it.
  *
  * @example
  * import { Hono } from "hono";
  * import { createFanoutApp, Room, type PublishRequest } from "edge-fanout";
- * export { Coordinator } from "edge-fanout";
+ * export { Coordinator, RoomHub } from "edge-fanout";
  *
  * export class ChatRoom extends Room {
  *   protected override beforePublish({ data }: PublishRequest) {
@@ -36,6 +38,7 @@ export { Room, type PublishOptions, type PublishOutcome, type PublishRefused, ty
 export { Coordinator } from "../durable-objects/coordinator/coordinator";
 export { RoomLeaf } from "../durable-objects/leaf/leaf";
 export { RoomHub } from "../durable-objects/hub/hub";
+export { PusherHub } from "../durable-objects/pusher/pusher-hub";
 export type {
   CloseInfo,
   Connection,

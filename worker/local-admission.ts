@@ -25,7 +25,7 @@ let pressure: Pressure | null = null;
 let admitted = 0;
 let draining = false;
 const rooms = new Set<string>();
-const hubs = new Set<number>();
+const hubs = new Set<string>();
 
 /** Records a sample from the launcher; returns the admission count to pass back as the next basis. */
 export function reportPressure(sample: Pressure): number {
@@ -48,13 +48,13 @@ export function admitSocket(room: string | null, local: boolean): Admission {
   return "admitted";
 }
 
-/** The local server remembers the hubs that took multiplexed connections, to close them on shutdown. */
-export function noteHub(hub: number): void {
+/** The local server remembers the hubs (by name: `hub-<n>`, `pusher-<n>`) that took connections, to close them on shutdown. */
+export function noteHub(hub: string): void {
   hubs.add(hub);
 }
 
-/** Hubs that took connections in this process. */
-export function knownHubs(): number[] {
+/** Names of the hubs that took connections in this process. */
+export function knownHubs(): string[] {
   return [...hubs];
 }
 

@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import type { Env } from "./env";
 import { jsonError } from "./errors";
-import { hubName } from "../common/edge-requests";
+import { parseHubName } from "../common/followers";
 import { admissionSnapshot, beginDrain, knownHubs, knownRooms, reportPressure } from "./local-admission";
 
 /** Header that carries LOCAL_ADMIN_TOKEN; the local server sets it on its private admin socket only. */
@@ -51,13 +51,16 @@ localRoutes.post("/leaf-abort", async (c) => {
  */
 localRoutes.post("/shutdown", async (c) => {
   beginDrain();
-  const rooms = knownRooms();
-  let sockets = 0;
-  const hubs = c.env.HUBS;
-  const results = await Promise.allSettled([
-    ...rooms.map((room) => c.env.ROOMS.get(c.env.ROOMS.idFromName(room)).shutdown()),
-    ...(hubs ? knownHubs().map((hub) => hubs.get(hubs.idFromName(hubName(hub))).shutdown(1012, "service restart")) : []),
+  // Every room and hub that took sockets in this process is asked; only those that still held some count.
+  const closed = async (objects: Promise<number>[]) => (await Promise.allSettled(objects)).map((r) => (r.status === "fulfilled" ? r.value : 0)).filter((n) => n > 0);
+  const hubs = knownHubs().flatMap((name) => {
+    const namespace = parseHubName(name)?.kind === "pusher" ? c.env.PUSHER_HUBS : c.env.HUBS;
+    return namespace ? [namespace.get(namespace.idFromName(name))] : [];
+  });
+  const [rooms, hubsClosed] = await Promise.all([
+    closed(knownRooms().map((room) => c.env.ROOMS.get(c.env.ROOMS.idFromName(room)).shutdown())),
+    closed(hubs.map((hub) => hub.shutdown(1012, "service restart"))),
   ]);
-  for (const result of results) if (result.status === "fulfilled") sockets += result.value;
-  return c.json({ rooms: rooms.length, sockets });
+  const sockets = [...rooms, ...hubsClosed].reduce((sum, n) => sum + n, 0);
+  return c.json({ sockets, rooms: rooms.length, hubs: hubsClosed.length });
 });

@@ -27,6 +27,7 @@ metricsRoutes.get("/metrics", async (c) => {
   let connections = 0;
   let members = 0;
   const multiplexed = { hubs: 0, connections: 0, subscriptions: 0 };
+  const pusher = { hubs: 0, connections: 0, subscriptions: 0 };
   let unreachable = 0;
   const totals = zeroTotals();
   for (const answer of answers) {
@@ -38,13 +39,18 @@ metricsRoutes.get("/metrics", async (c) => {
     connections += answer.value.connections;
     members += answer.value.members;
     // A shard from before hubs reported has no such figures.
-    const hubs = answer.value.multiplexed ?? { hubs: 0, connections: 0, subscriptions: 0 };
-    multiplexed.hubs += hubs.hubs;
-    multiplexed.connections += hubs.connections;
-    multiplexed.subscriptions += hubs.subscriptions;
+    for (const [sum, hubs] of [
+      [multiplexed, answer.value.multiplexed],
+      [pusher, answer.value.pusher],
+    ] as const) {
+      if (!hubs) continue;
+      sum.hubs += hubs.hubs;
+      sum.connections += hubs.connections;
+      sum.subscriptions += hubs.subscriptions;
+    }
     addTotals(totals, answer.value.totals);
   }
-  return c.text(renderMetrics({ liveRooms, connections, members, multiplexed, totals, shards, unreachable }), 200, {
+  return c.text(renderMetrics({ liveRooms, connections, members, multiplexed, pusher, totals, shards, unreachable }), 200, {
     "Content-Type": "text/plain; version=0.0.4; charset=utf-8",
     "Cache-Control": "no-store",
   });
@@ -55,6 +61,7 @@ interface Snapshot {
   connections: number;
   members: number;
   multiplexed: { hubs: number; connections: number; subscriptions: number };
+  pusher: { hubs: number; connections: number; subscriptions: number };
   totals: ServiceTotals;
   shards: number;
   unreachable: number;
@@ -71,6 +78,8 @@ export function renderMetrics(s: Snapshot): string {
     ["fanout_multiplexed_connections", "gauge", "Multiplexed connections (GET /ws) held by hubs, as last reported.", [["", s.multiplexed.connections]]],
     ["fanout_multiplexed_subscriptions", "gauge", "Room subscriptions of multiplexed connections, as last reported.", [["", s.multiplexed.subscriptions]]],
     ["fanout_hubs_live", "gauge", "Hubs holding at least one multiplexed connection, as last reported.", [["", s.multiplexed.hubs]]],
+    ["fanout_pusher_connections", "gauge", "Pusher connections (/app/{key}) held by Pusher hubs, as last reported.", [["", s.pusher.connections]]],
+    ["fanout_pusher_subscriptions", "gauge", "Channel subscriptions of Pusher connections, as last reported.", [["", s.pusher.subscriptions]]],
     ["fanout_presence_members", "gauge", "Presence members in live rooms (identities, however many sockets each has), as last reported.", [["", s.members]]],
     ["fanout_messages_published_total", "counter", "Messages published into rooms.", [["", t.published]]],
     ["fanout_frames_sent_total", "counter", "Frames sent to sockets (a frame may carry several messages).", [["", t.framesSent]]],

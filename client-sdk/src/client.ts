@@ -29,32 +29,64 @@ import type { WebSocketConstructor } from "./transport.js";
 import { RoomEventTarget } from "./typed-target.js";
 import { roomSocketUrl, type RoomAddress } from "./url.js";
 
+/**
+ * Where a `RoomClient` connects, and how it keeps the connection: where it
+ * resumes, its backoff, heartbeat, timeouts and ack pace.
+ *
+ * @example
+ * ```ts
+ * const options: RoomClientOptions = {
+ *   host: "fanout.example.com",
+ *   room: "lobby",
+ *   token: getToken,
+ *   since: 41, // resume after the last message this page stored
+ *   epoch: "k3v9x2",
+ *   backoff: { maxDelayMs: 10_000 },
+ * };
+ * const room = new RoomClient(options);
+ * ```
+ *
+ * @see client-sdk/README.md#options
+ */
 export interface RoomClientOptions extends RoomAddress {
-  /** WebSocket implementation; defaults to the global one (pass `ws` on Node 20). */
+  /** WebSocket implementation; the global one when absent (pass `ws` on Node 20). */
   WebSocket?: WebSocketConstructor;
   /** Resume after this seq instead of starting at the room's current position. */
   since?: number;
   /** Epoch that `since` belongs to, so a lost history is detected. */
   epoch?: string;
-  /** Delays between reconnect attempts (exponential, full jitter). */
+  /**
+   * Delays between reconnect attempts (exponential, full jitter); fields left out keep their defaults.
+   * @default { initialDelayMs: 1000, maxDelayMs: 30_000, factor: 2 }
+   */
   backoff?: Partial<BackoffOptions>;
-  /** A connection that stayed open this long resets the backoff to its first step. Default 5000. */
+  /**
+   * A connection that stayed open this long resets the backoff to its first step, milliseconds.
+   * @default 5000
+   */
   stableAfterMs?: number;
-  /** Interval between heartbeat pings. Default 25 s (PING_INTERVAL_SECONDS). */
+  /**
+   * Interval between heartbeat pings, milliseconds (PING_INTERVAL_SECONDS).
+   * @default 25_000
+   */
   pingIntervalMs?: number;
   /**
    * After a ping, how long to wait for any frame before declaring the
-   * connection dead and reconnecting. A silent network is therefore detected
-   * within pingIntervalMs + pongTimeoutMs. Default 10000.
+   * connection dead and reconnecting, milliseconds. A silent network is
+   * therefore detected within pingIntervalMs + pongTimeoutMs.
+   * @default 10_000
    */
   pongTimeoutMs?: number;
-  /** How long a connection attempt may take until the room welcomes it, a token function's wait included. Default 10000. */
+  /**
+   * How long a connection attempt may take until the room welcomes it, a token function's wait included, milliseconds.
+   * @default 10_000
+   */
   connectTimeoutMs?: number;
   /**
-   * Longest wait before acknowledging a frame. Half the room's window
-   * unacknowledged acks at once; otherwise one ack covers every frame of
-   * this span. Acks are billed as incoming messages, so fewer is cheaper.
-   * Default 1000.
+   * Longest wait before acknowledging a frame, milliseconds. Half the room's
+   * window unacknowledged acks at once; otherwise one ack covers every frame
+   * of this span. Acks are billed as incoming messages, so fewer is cheaper.
+   * @default 1000
    */
   ackDelayMs?: number;
 }
@@ -69,12 +101,22 @@ export { DEFAULT_ACK_DELAY_MS } from "./acks.js";
  *
  * Events: `message` (RoomMessageEvent), `presence` (RoomPresenceEvent),
  * `state` (RoomStateEvent), `lost` (RoomLostEvent), `error`
- * (RoomErrorEvent) and `custom` (RoomCustomEvent: the room's own `x-` events). `T` is the type of message data, `I` that of member data.
+ * (RoomErrorEvent) and `custom` (RoomCustomEvent: the room's own `x-` events).
+ *
+ * @typeParam T the type of message data.
+ * @typeParam I the type of member data (a token's `info`).
  *
  * @example
- * const room = new RoomClient({ host: "example.com", room: "lobby" });
- * room.addEventListener("message", (e) => console.log(e.seq, e.data));
+ * ```ts
+ * import { RoomClient } from "@edge-fanout/client";
+ *
+ * const room = new RoomClient<{ text: string }>({ host: "example.com", room: "lobby", token: getToken });
+ * room.addEventListener("message", (e) => console.log(e.seq, e.data.text));
  * room.addEventListener("presence", () => render([...(room.presence.members?.values() ?? [])]));
+ * const seq = await room.publish({ text: "hello" });
+ * ```
+ *
+ * @see client-sdk/README.md
  */
 export class RoomClient<T = unknown, I = unknown> extends RoomEventTarget<RoomClientEventMap<T, I>> {
   /** The room's WebSocket URL, without the resume position and without the token. */
@@ -88,8 +130,8 @@ export class RoomClient<T = unknown, I = unknown> extends RoomEventTarget<RoomCl
   /**
    * Opens the room right away.
    * @param address a room URL, or options naming the host and room.
-   * @param options further options when `address` is a URL.
-   * @throws TypeError for an unusable address, or a fixed token that cannot travel where `tokenIn` says.
+   * @param [options={}] further options when `address` is a URL.
+   * @throws {TypeError} for an unusable address, no WebSocket, or a fixed token that cannot travel where `tokenIn` says.
    */
   constructor(address: string | RoomClientOptions, options: RoomClientOptions = {}) {
     super();
@@ -162,6 +204,20 @@ export class RoomClient<T = unknown, I = unknown> extends RoomEventTarget<RoomCl
    * `maxMessageBytes` (announced in the welcome), or with "unconfirmed" when
    * the connection ended before the server answered (the message may or may
    * not have been published; it is not re-sent).
+   *
+   * @param data the message's data, a JSON value.
+   * @returns the message's seq.
+   *
+   * @example
+   * ```ts
+   * try {
+   *   const seq = await room.publish({ text: "hello" });
+   * } catch (error) {
+   *   if (error instanceof PublishError && error.code === "unconfirmed") askUserToRetry();
+   * }
+   * ```
+   *
+   * @see client-sdk/README.md#events
    */
   publish(data: T): Promise<number> {
     if (this.state === "closed") return Promise.reject(new PublishError("closed", "the client is closed"));
@@ -175,6 +231,10 @@ export class RoomClient<T = unknown, I = unknown> extends RoomEventTarget<RoomCl
    * 4000). It waits for a connection and the room's frame budget like a
    * publish, in order with publishes, and resolves once it was sent; it is
    * not answered (the room may send `custom` events back) and not re-sent.
+   *
+   * @param frame the frame, `{ type: "x-...", ... }`.
+   * @returns resolves once the frame was sent; rejects with a PublishError when it cannot be.
+   * @see client-sdk/README.md#frames-of-your-own
    */
   send(frame: CustomClientFrame): Promise<void> {
     if (this.state === "closed") return Promise.reject(new PublishError("closed", "the client is closed"));
@@ -182,7 +242,12 @@ export class RoomClient<T = unknown, I = unknown> extends RoomEventTarget<RoomCl
     return this.#outbox.sendCustom(frame);
   }
 
-  /** Closes the connection for good; no reconnect follows. */
+  /**
+   * Closes the connection for good; no reconnect follows.
+   *
+   * @param [code=1000] the close code.
+   * @param [reason=""] the close reason.
+   */
   close(code: number = CloseCode.NORMAL, reason = ""): void {
     if (this.state === "closed") return;
     this.#connection.close(code, reason);

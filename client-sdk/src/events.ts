@@ -2,14 +2,28 @@ import type { RoomMember, RoomPresence } from "./presence.js";
 import type { CustomServerEvent, ErrorCode, PresenceEvent } from "../../protocol/index.js";
 import { RoomEvent } from "./typed-target.js";
 
-/** Connection lifecycle of a room client. */
+/**
+ * Connection lifecycle of a room client: "connecting" until the first
+ * welcome, "open", "reconnecting" between a drop and the next welcome, and
+ * "closed" for good.
+ */
 export type ConnectionState = "connecting" | "open" | "reconnecting" | "closed";
 
-/** A message published in the room, delivered once and in `seq` order. */
+/**
+ * A message published in the room, delivered once and in `seq` order (the `message` event).
+ *
+ * @example
+ * ```ts
+ * room.addEventListener("message", (e: RoomMessageEvent<Chat>) => render(e.seq, e.data, new Date(e.ts)));
+ * ```
+ *
+ * @see client-sdk/README.md#events
+ */
 export class RoomMessageEvent<T = unknown> extends RoomEvent {
   constructor(
     /** Position in the room's history; grows by exactly 1 per message. */
     readonly seq: number,
+    /** The message's data, as published (or as the room's `beforePublish` hook made it). */
     readonly data: T,
     /** Publish time, epoch milliseconds (server clock). */
     readonly ts: number,
@@ -54,11 +68,25 @@ export type StateCause =
   | "out_of_order"
   | "client_closed";
 
-/** The connection changed state, for the reason `cause` names. */
+/**
+ * The connection changed state, for the reason `cause` names (the `state` event).
+ *
+ * @example
+ * ```ts
+ * room.addEventListener("state", (e) => {
+ *   if (e.cause === "auth_refused" && e.state === "closed") showSignIn(); // the token was refused for good
+ * });
+ * ```
+ *
+ * @see client-sdk/README.md#why-the-state-changed
+ */
 export class RoomStateEvent extends RoomEvent {
   constructor(
+    /** The state now. */
     readonly state: ConnectionState,
+    /** The state before. */
     readonly previous: ConnectionState,
+    /** Why it changed. */
     readonly cause: StateCause,
     /** Close code of the socket that ended, when one ended with a code (for "client_closed", the code `close()` was given). */
     readonly code?: number,
@@ -75,11 +103,21 @@ export class RoomStateEvent extends RoomEvent {
  * - "history": they aged out of the room's history before they could be resent;
  * - "epoch": the room's history was lost and its seqs restarted; delivery
  *   continues from the room's current position.
+ *
+ * @example
+ * ```ts
+ * room.addEventListener("lost", (e) => reloadFromServer(e.from, e.to));
+ * ```
+ *
+ * @see client-sdk/README.md#events
  */
 export class RoomLostEvent extends RoomEvent {
   constructor(
+    /** Why they will never arrive: "history" or "epoch". */
     readonly reason: "history" | "epoch",
+    /** The first seq lost. */
     readonly from: number,
+    /** The last seq lost. */
     readonly to: number,
   ) {
     super("lost");
@@ -89,6 +127,13 @@ export class RoomLostEvent extends RoomEvent {
 /**
  * Something went wrong without ending the client: the server refused a frame,
  * the socket reported an error, or a frame could not be parsed.
+ *
+ * @example
+ * ```ts
+ * room.addEventListener("error", (e) => console.warn(e.code, e.message));
+ * ```
+ *
+ * @see client-sdk/README.md#events
  */
 export class RoomErrorEvent extends RoomEvent {
   constructor(
@@ -98,6 +143,7 @@ export class RoomErrorEvent extends RoomEvent {
      * retries with backoff).
      */
     readonly code: ErrorCode | "transport" | "token",
+    /** What went wrong, in words for people. */
     readonly message: string,
   ) {
     super("error");
@@ -108,11 +154,23 @@ export class RoomErrorEvent extends RoomEvent {
  * Who is in the room changed: `sync` (a fresh picture, on every connection),
  * `join` and `leave` (one member, in `member`), `count` (above the room's
  * member cap, only the count). `presence` is the picture after the change.
+ *
+ * @example
+ * ```ts
+ * room.addEventListener("presence", (e) => {
+ *   if (e.action === "join") console.log(e.member?.id, "joined;", e.presence.count, "here");
+ * });
+ * ```
+ *
+ * @see client-sdk/README.md#presence
  */
 export class RoomPresenceEvent<I = unknown> extends RoomEvent {
   constructor(
+    /** What changed: "sync", "join", "leave" or "count". */
     readonly action: PresenceEvent["action"],
+    /** The member that joined or left (for a leave, as it was last known); undefined for "sync" and "count". */
     readonly member: RoomMember<I> | undefined,
+    /** Who is in the room after the change. */
     readonly presence: RoomPresence<I>,
   ) {
     super("presence");
@@ -123,6 +181,15 @@ export class RoomPresenceEvent<I = unknown> extends RoomEvent {
  * An event of the room's own application (`{"type":"x-...", ...}`), sent to
  * this socket by the room's server code (a hook: docs/hooks.md). Not a
  * message: no seq, not in history, not replayed after a reconnect.
+ *
+ * @example
+ * ```ts
+ * room.addEventListener("custom", (e) => {
+ *   if (e.event.type === "x-score") console.log("score", e.event.score);
+ * });
+ * ```
+ *
+ * @see client-sdk/README.md#frames-of-your-own
  */
 export class RoomCustomEvent extends RoomEvent {
   constructor(
@@ -135,11 +202,17 @@ export class RoomCustomEvent extends RoomEvent {
 
 /** Events a `RoomClient` dispatches, by type. */
 export interface RoomClientEventMap<T, I = unknown> {
+  /** A message, once and in order. */
   message: RoomMessageEvent<T>;
+  /** Who is in the room changed. */
   presence: RoomPresenceEvent<I>;
+  /** The connection changed state. */
   state: RoomStateEvent;
+  /** Messages that will never arrive. */
   lost: RoomLostEvent;
+  /** Something went wrong without ending the client. */
   error: RoomErrorEvent;
+  /** An event of the room's own application. */
   custom: RoomCustomEvent;
 }
 
@@ -147,9 +220,19 @@ export interface RoomClientEventMap<T, I = unknown> {
  * Raised by `publish` when the server refuses it, when the client refuses it
  * before sending (data over the room's `maxMessageBytes` is "too_large", data
  * with no JSON text "bad_request"), or when its outcome is unknown.
+ *
+ * @example
+ * ```ts
+ * room.publish({ text: "hi" }).catch((error: unknown) => {
+ *   if (error instanceof PublishError && error.code === "rate_limited") slowDown();
+ * });
+ * ```
+ *
+ * @see client-sdk/README.md#events
  */
 export class PublishError extends Error {
   constructor(
+    /** Why: the server's error code, "closed" (the client or subscription ended) or "unconfirmed" (the outcome is unknown). */
     readonly code: ErrorCode | "closed" | "unconfirmed",
     message: string,
   ) {

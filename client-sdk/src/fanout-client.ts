@@ -27,42 +27,75 @@ import { describe, type WebSocketConstructor } from "./transport.js";
 import { RoomEventTarget } from "./typed-target.js";
 import { multiplexSocketUrl, type ServiceAddress } from "./url.js";
 
+/**
+ * Where a `FanoutClient` connects, and how it keeps its one connection: its
+ * backoff, heartbeat, timeouts, ack pace and token refresh. Where each room
+ * starts is `FanoutClient.room`'s.
+ *
+ * @example
+ * ```ts
+ * const client = new FanoutClient({ url: "wss://fanout.example.com/realtime/ws", token: getToken, refreshBeforeExpiryMs: 120_000 });
+ * ```
+ *
+ * @see client-sdk/README.md#fanoutclient
+ */
 export interface FanoutClientOptions extends ServiceAddress {
   /** WebSocket URL of the service's multiplexed connection (ws:, wss:, http: or https:), e.g. "wss://example.com/ws". */
   url?: string;
-  /** WebSocket implementation; defaults to the global one (pass `ws` on Node 20). */
+  /** WebSocket implementation; the global one when absent (pass `ws` on Node 20). */
   WebSocket?: WebSocketConstructor;
-  /** Delays between reconnect attempts (exponential, full jitter). */
+  /**
+   * Delays between reconnect attempts (exponential, full jitter); fields left out keep their defaults.
+   * @default { initialDelayMs: 1000, maxDelayMs: 30_000, factor: 2 }
+   */
   backoff?: Partial<BackoffOptions>;
-  /** A connection that stayed open this long resets the backoff to its first step. Default 5000. */
+  /**
+   * A connection that stayed open this long resets the backoff to its first step, milliseconds.
+   * @default 5000
+   */
   stableAfterMs?: number;
-  /** Interval between heartbeat pings. Default 25 s (PING_INTERVAL_SECONDS). */
+  /**
+   * Interval between heartbeat pings, milliseconds (PING_INTERVAL_SECONDS).
+   * @default 25_000
+   */
   pingIntervalMs?: number;
-  /** After a ping, how long to wait for any frame before the connection counts as dead. Default 10000. */
+  /**
+   * After a ping, how long to wait for any frame before the connection counts as dead, milliseconds.
+   * @default 10_000
+   */
   pongTimeoutMs?: number;
-  /** How long a connection attempt may take until the welcome, a token function's wait included. Default 10000. */
+  /**
+   * How long a connection attempt may take until the welcome, a token function's wait included, milliseconds.
+   * @default 10_000
+   */
   connectTimeoutMs?: number;
   /**
-   * Longest wait before acknowledging a frame. One window covers every room
-   * of the connection: half of it unacknowledged acks every room at once;
-   * otherwise one ack per room covers this span. Default 1000.
+   * Longest wait before acknowledging a frame, milliseconds. One window
+   * covers every room of the connection: half of it unacknowledged acks
+   * every room at once; otherwise one ack per room covers this span.
+   * @default 1000
    */
   ackDelayMs?: number;
   /**
    * With a token function: how long before the connection's token expires
-   * the client sends the server a fresh one (`auth`), without reconnecting.
-   * The expiry is the token's JWT `exp`, or what the server answered the
-   * last refresh; a token that lives shorter is refreshed at half its
-   * remaining life. 0: never (the server then closes the connection with
-   * 4001 at expiry, and the client reconnects with a new token). Default 60000.
+   * the client sends the server a fresh one (`auth`), without reconnecting,
+   * milliseconds. The expiry is the token's JWT `exp`, or what the server
+   * answered the last refresh; a token that lives shorter is refreshed at
+   * half its remaining life. 0: never (the server then closes the connection
+   * with 4001 at expiry, and the client reconnects with a new token).
+   * @default 60_000
    */
   refreshBeforeExpiryMs?: number;
 }
 
-/** What a multiplexed connection's welcome announced: its window, budgets and limits. */
+/**
+ * What a multiplexed connection's welcome announced: its window, budgets and limits.
+ *
+ * @see client-sdk/README.md#limits
+ */
 export type ConnectionLimits = Omit<ConnectionWelcomeEvent, "type">;
 
-/** Default `refreshBeforeExpiryMs`. */
+/** Default `refreshBeforeExpiryMs`, milliseconds. */
 export const DEFAULT_REFRESH_BEFORE_EXPIRY_MS = 60_000;
 
 /** How long a subscribe the server refused for the subscribe rate waits before it is asked again. */
@@ -82,10 +115,16 @@ const SUBSCRIBE_RETRY_MS = 1000;
  * (ConnectionAuthorizedEvent: a token refresh took) and `custom`.
  *
  * @example
+ * ```ts
+ * import { FanoutClient } from "@edge-fanout/client";
+ *
  * const client = new FanoutClient({ host: "example.com", token: getToken });
- * const lobby = client.room("lobby");
- * lobby.addEventListener("message", (e) => console.log(e.seq, e.data));
+ * const lobby = client.room<{ text: string }>("lobby");
+ * lobby.addEventListener("message", (e) => console.log(e.seq, e.data.text));
  * const seq = await lobby.publish({ text: "hi" });
+ * ```
+ *
+ * @see client-sdk/README.md#many-rooms-over-one-connection
  */
 export class FanoutClient extends RoomEventTarget<FanoutClientEventMap> {
   /** The connection's WebSocket URL, without the token. */
@@ -114,7 +153,8 @@ export class FanoutClient extends RoomEventTarget<FanoutClientEventMap> {
 
   /**
    * Connects right away; rooms can be added at any time.
-   * @throws TypeError for an unusable address, or a fixed token that cannot travel where `tokenIn` says.
+   * @param [options={}] where to connect (the page's host when absent), and how.
+   * @throws {TypeError} for an unusable address, no WebSocket, or a fixed token that cannot travel where `tokenIn` says.
    */
   constructor(options: FanoutClientOptions = {}) {
     super();
@@ -188,7 +228,21 @@ export class FanoutClient extends RoomEventTarget<FanoutClientEventMap> {
    * room, the connection follows `maxRooms` already): the subscription then
    * ends with that cause, and the connection and its other rooms go on.
    * On a closed client it is born unsubscribed.
-   * @throws TypeError for an invalid room name.
+   *
+   * @typeParam T the type of the room's message data.
+   * @typeParam I the type of its member data.
+   * @param room the room's name.
+   * @param [options={}] where a new subscription starts: after `since` in `epoch`, or at the room's present.
+   * @returns the room's subscription.
+   * @throws {TypeError} for an invalid room name.
+   *
+   * @example
+   * ```ts
+   * const news = client.room<{ title: string }>("news", { since: 41, epoch: "k3v9x2" }); // resumes after seq 41
+   * news.addEventListener("lost", () => reloadNews());
+   * ```
+   *
+   * @see client-sdk/README.md#roomsubscription
    */
   room<T = unknown, I = unknown>(room: string, options: RoomSubscriptionOptions = {}): RoomSubscription<T, I> {
     const existing = this.#rooms.get(room);
@@ -210,6 +264,16 @@ export class FanoutClient extends RoomEventTarget<FanoutClientEventMap> {
    * connections (a token function is still asked before each). Resolves with
    * the new token's expiry (seconds since the epoch) once the server took
    * it; rejects with a TokenRefreshError otherwise.
+   *
+   * @param token a fresh token; absent, the token function's next one.
+   * @returns the new token's expiry, seconds since the epoch.
+   *
+   * @example
+   * ```ts
+   * const exp = await client.refreshToken(await getToken());
+   * ```
+   *
+   * @see client-sdk/README.md#token-refresh-on-the-open-connection
    */
   refreshToken(token?: string): Promise<number> {
     if (this.state === "closed") return Promise.reject(new TokenRefreshError("closed", "the client is closed"));
@@ -224,7 +288,12 @@ export class FanoutClient extends RoomEventTarget<FanoutClientEventMap> {
     return this.#refresh.refresh(token);
   }
 
-  /** Closes the connection for good; every subscription ends ("connection_closed"). */
+  /**
+   * Closes the connection for good; every subscription ends ("connection_closed").
+   *
+   * @param [code=1000] the close code.
+   * @param [reason=""] the close reason.
+   */
   close(code: number = CloseCode.NORMAL, reason = ""): void {
     if (this.state === "closed") return;
     this.#connection.close(code, reason);

@@ -18,13 +18,22 @@ export type HistoryFetch = (
   init: { headers: Record<string, string>; signal?: unknown },
 ) => Promise<{ status: number; json(): Promise<unknown> }>;
 
+/**
+ * Which page of a room's history `fetchHistory` asks for, and how.
+ *
+ * @see docs/history.md#history-over-http
+ */
 export interface HistoryOptions {
   /** Messages after this seq (exclusive); pages forward (oldest first) unless `direction` says otherwise. */
   after?: number;
   /** Messages before this seq (exclusive); pages newest first unless `direction` says otherwise. */
   before?: number;
-  /** Messages per page, 1-1000 (the service's default is 100). */
+  /**
+   * Messages per page, 1-1000 (the service applies the default).
+   * @default 100
+   */
   limit?: number;
+  /** "forward" (oldest first) or "backward" (newest first); absent, forward when `after` is given, else backward. */
   direction?: "forward" | "backward";
   /** A previous page's `cursor`: the next page of the same range (with `limit` only). */
   cursor?: string;
@@ -32,15 +41,31 @@ export interface HistoryOptions {
   epoch?: string;
   /** The service's PUBLISH_KEY, when it has one. Server-side only. */
   publishKey?: string;
+  /** The `fetch` to call; the global one when absent. */
   fetch?: HistoryFetch;
   /** An AbortSignal, passed to `fetch`. */
   signal?: unknown;
 }
 
-/** A history request the service refused: its status and error code (`not_found`, `bad_request`, `conflict`, `unauthorized`...). */
+/**
+ * A history request the service refused: its status and error code (`not_found`, `bad_request`, `conflict`, `unauthorized`...).
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await fetchHistory(fanoutUrl, "chat:lobby", { epoch, publishKey });
+ * } catch (error) {
+ *   if (error instanceof HistoryError && error.code === "conflict") startOver(); // the room's history started over
+ * }
+ * ```
+ *
+ * @see docs/history.md#history-over-http
+ */
 export class HistoryError extends Error {
   constructor(
+    /** The HTTP status the service answered. */
     readonly status: number,
+    /** The service's error code, or "unexpected" for an answer without one. */
     readonly code: ErrorCode | "unexpected",
     message: string,
   ) {
@@ -54,9 +79,24 @@ export class HistoryError extends Error {
  * (`https://fanout.example.com`, or the URL an app is mounted at). Without
  * `after`, `before` or `cursor`: the newest messages, newest first.
  *
+ * @typeParam T the type of message data.
+ * @param baseUrl the service's URL, or the URL its app is mounted at.
+ * @param room the room's name.
+ * @param [options={}] the range, page size, cursor, epoch and publish key.
+ * @returns the page: `{ room, epoch, direction, messages, cursor, lost, rowsRead }`.
+ * @throws {TypeError} for an invalid room name.
+ * @throws {HistoryError} when the service refuses the request.
+ *
  * @example
- * // Server-side: the messages before the oldest one a client has, newest first.
- * const page = await fetchHistory(process.env.FANOUT_URL, "chat:lobby", { before: 951, limit: 50, publishKey: process.env.PUBLISH_KEY });
+ * ```ts
+ * import { fetchHistory } from "@edge-fanout/client/history";
+ *
+ * // Server-side: the 50 messages before the oldest one a client has, newest first.
+ * const page = await fetchHistory<Chat>(fanoutUrl, "chat:lobby", { before: 951, limit: 50, publishKey });
+ * for (const { seq, data } of page.messages) console.log(seq, data.text);
+ * ```
+ *
+ * @see docs/history.md#history-over-http
  */
 export async function fetchHistory<T = unknown>(baseUrl: string, room: string, options: HistoryOptions = {}): Promise<HistoryPage<T>> {
   if (!isValidRoomName(room)) throw new TypeError(`invalid room name ${JSON.stringify(room)}`);
@@ -84,8 +124,19 @@ export async function fetchHistory<T = unknown>(baseUrl: string, room: string, o
  * Every page of a range, one after the other, following each page's cursor
  * until the range holds nothing more.
  *
+ * @typeParam T the type of message data.
+ * @param baseUrl the service's URL, or the URL its app is mounted at.
+ * @param room the room's name.
+ * @param [options={}] the range and page size, as for `fetchHistory`.
+ * @returns the pages, in order.
+ * @throws {HistoryError} when the service refuses a request.
+ *
  * @example
- * for await (const page of historyPages(base, "prices", { after: 0, limit: 1000, publishKey })) store(page.messages);
+ * ```ts
+ * for await (const page of historyPages(fanoutUrl, "prices", { after: 0, limit: 1000, publishKey })) store(page.messages);
+ * ```
+ *
+ * @see docs/history.md#history-over-http
  */
 export async function* historyPages<T = unknown>(baseUrl: string, room: string, options: HistoryOptions = {}): AsyncGenerator<HistoryPage<T>> {
   let page = await fetchHistory<T>(baseUrl, room, options);

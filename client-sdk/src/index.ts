@@ -2,6 +2,8 @@
  * Client for the real-time fan-out service: open a room, receive its messages
  * once and in order across disconnects, publish into it; or follow many rooms
  * over one connection (FanoutClient).
+ *
+ * @see client-sdk/README.md
  */
 export { RoomClient, DEFAULT_ACK_DELAY_MS, type RoomClientOptions } from "./client.js";
 export { FanoutClient, DEFAULT_REFRESH_BEFORE_EXPIRY_MS, type ConnectionLimits, type FanoutClientOptions } from "./fanout-client.js";

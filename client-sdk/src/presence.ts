@@ -2,6 +2,7 @@ import type { PresenceEvent, PresenceMember } from "../../protocol/index.js";
 
 /** One member of a room: an identity, however many sockets (tabs, devices) it has open. */
 export interface RoomMember<I = unknown> {
+  /** The member's id: a token's `sub`, or the open-mode name. */
   id: string;
   /** Member data: a token's `info` claim, or what an open-mode socket named itself with. */
   info: I | undefined;
@@ -11,7 +12,11 @@ export interface RoomMember<I = unknown> {
   verified: boolean;
 }
 
-/** Who is in the room, as this client last heard. */
+/**
+ * Who is in the room, as this client last heard.
+ *
+ * @see client-sdk/README.md#presence
+ */
 export interface RoomPresence<I = unknown> {
   /** Members in the room. Above the room's member cap this is the only figure the room sends. */
   readonly count: number;

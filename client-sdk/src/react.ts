@@ -25,16 +25,30 @@ import {
 
 /** One delivered message, as `useRoom` keeps it. */
 export interface RoomMessage<T> {
+  /** Position in the room's history. */
   seq: number;
+  /** The message's data. */
   data: T;
   /** Publish time, epoch milliseconds (server clock). */
   ts: number;
 }
 
+/**
+ * What `useRoom` opens: a room's address and a `RoomClient`'s options, and
+ * what the hook itself keeps and calls.
+ *
+ * @see client-sdk/README.md#react
+ */
 export interface UseRoomOptions<T> extends RoomClientOptions {
-  /** false: no connection (for example until the user signs in). Default true. */
+  /**
+   * false: no connection (for example until the user signs in).
+   * @default true
+   */
   enabled?: boolean;
-  /** How many of the latest messages `messages` holds. Default 100; 0 holds none and re-renders on none (use `onMessage`). */
+  /**
+   * How many of the latest messages `messages` holds; 0 holds none and re-renders on none (use `onMessage`).
+   * @default 100
+   */
   keep?: number;
   /** Called once for every message, in order. The latest function is called; changing it does not reconnect. */
   onMessage?: (event: RoomMessageEvent<T>) => void;
@@ -48,11 +62,17 @@ export interface UseRoomOptions<T> extends RoomClientOptions {
    * its subscription, which ends when the last of them unmounts. The
    * client's own options (host, token, backoff...) apply; those given here
    * besides `room`, `since` and `epoch` are not used. The application owns
-   * the client and closes it. Default: none (a socket per component).
+   * the client and closes it. Absent, each component opens a socket of its own.
+   * @default null
    */
   connection?: FanoutClient | null;
 }
 
+/**
+ * What `useRoom` gives a component on each render.
+ *
+ * @see client-sdk/README.md#react
+ */
 export interface UseRoomResult<T, I = unknown> {
   /** Connection state: connecting | open | reconnecting | closed. */
   state: ConnectionState;
@@ -161,11 +181,27 @@ function connectionKey(options: RoomClientOptions): string {
  * ("open" once subscribed, "closed" once the subscription ended: see
  * `subscriptionCause`), while `cause` and `code` are the connection's.
  *
+ * @typeParam T the type of message data.
+ * @typeParam I the type of member data (a token's `info`).
+ * @param options the room, a `RoomClient`'s options, and `enabled`, `keep`, `onMessage`, `onLost`, `connection`.
+ * @returns the connection's state, the latest messages, presence and `publish`.
+ *
  * @example
- * const { state, messages, publish, presence } = useRoom<Chat, { name: string }>({ room: "lobby", token: getToken });
- * // Many rooms, one socket:
- * const fanout = new FanoutClient({ token: getToken }); // once, for the whole application
- * const { messages } = useRoom<Chat>({ room: "lobby", connection: fanout });
+ * ```ts
+ * import { useRoom } from "@edge-fanout/client/react";
+ *
+ * function Lobby() {
+ *   const { state, messages, publish, presence } = useRoom<Chat, { name: string }>({ room: "lobby", token: getToken });
+ *   // ...render `messages`, `presence.members`, and call `publish({ text })`.
+ * }
+ * // Many rooms, one socket: a FanoutClient made once, for the whole application.
+ * const fanout = new FanoutClient({ token: getToken });
+ * function Ticker() {
+ *   const { messages } = useRoom<Chat>({ room: "ticker", connection: fanout });
+ * }
+ * ```
+ *
+ * @see client-sdk/README.md#react
  */
 export function useRoom<T = unknown, I = unknown>(options: UseRoomOptions<T>): UseRoomResult<T, I> {
   const enabled = options.enabled ?? true;

@@ -5,7 +5,11 @@ import { PresenceView, type RoomPresence } from "./presence.js";
 import { SubscriptionStateEvent, type RoomSubscriptionEventMap, type SubscriptionCause, type SubscriptionState } from "./subscription-events.js";
 import { RoomEventTarget } from "./typed-target.js";
 
-/** Where a subscription starts: after `since`, in the history named `epoch`; absent, at the room's present. */
+/**
+ * Where a subscription starts: after `since`, in the history named `epoch`; absent, at the room's present.
+ *
+ * @see client-sdk/README.md#roomsubscription
+ */
 export interface RoomSubscriptionOptions {
   /** Resume after this seq instead of starting at the room's current position. */
   since?: number;
@@ -30,12 +34,19 @@ export interface SubscriptionLink {
  * Events: `message`, `presence`, `lost`, `custom` and `error` as on a
  * `RoomClient`, and `state` (SubscriptionStateEvent: subscribing,
  * subscribed, unsubscribed, with a typed cause). The connection's own state
- * is the client's. `T` is the type of message data, `I` that of member data.
+ * is the client's.
+ *
+ * @typeParam T the type of message data.
+ * @typeParam I the type of member data (a token's `info`).
  *
  * @example
+ * ```ts
  * const lobby = client.room<Chat>("lobby");
  * lobby.addEventListener("message", (e) => render(e.seq, e.data));
  * lobby.addEventListener("state", (e) => { if (e.cause === "forbidden") showNoAccess(); });
+ * ```
+ *
+ * @see client-sdk/README.md#roomsubscription
  */
 export class RoomSubscription<T = unknown, I = unknown> extends RoomEventTarget<RoomSubscriptionEventMap<T, I>> {
   /** The room's name. */
@@ -87,6 +98,9 @@ export class RoomSubscription<T = unknown, I = unknown> extends RoomEventTarget<
    * `maxMessageBytes`, with "unconfirmed" when the connection ended before
    * the server answered (it is not re-sent), and with "closed" when the
    * subscription ends first.
+   *
+   * @param data the message's data, a JSON value.
+   * @returns the message's seq.
    */
   publish(data: T): Promise<number> {
     if (this.#state === "unsubscribed") return Promise.reject(new PublishError("closed", "the subscription has ended"));

@@ -43,11 +43,25 @@ export type SubscriptionCause =
   | "server_unsubscribed"
   | "connection_closed";
 
-/** A subscription changed state, for the reason `cause` names. */
+/**
+ * A subscription changed state, for the reason `cause` names (a `RoomSubscription`'s `state` event).
+ *
+ * @example
+ * ```ts
+ * lobby.addEventListener("state", (e) => {
+ *   if (e.state === "unsubscribed" && e.cause === "too_many_rooms") showNoAccess();
+ * });
+ * ```
+ *
+ * @see client-sdk/README.md#why-a-subscription-changed-state
+ */
 export class SubscriptionStateEvent extends RoomEvent {
   constructor(
+    /** Where the subscription stands now. */
     readonly state: SubscriptionState,
+    /** Where it stood before. */
     readonly previous: SubscriptionState,
+    /** Why it changed. */
     readonly cause: SubscriptionCause,
     /** The server's error code, when the server refused or ended the subscription. */
     readonly code?: ErrorCode,
@@ -58,7 +72,16 @@ export class SubscriptionStateEvent extends RoomEvent {
   }
 }
 
-/** The shared connection took a fresh token without reconnecting. */
+/**
+ * The shared connection took a fresh token without reconnecting (a `FanoutClient`'s `authorized` event).
+ *
+ * @example
+ * ```ts
+ * client.addEventListener("authorized", (e) => console.log("token good until", new Date(e.exp * 1000)));
+ * ```
+ *
+ * @see client-sdk/README.md#token-refresh-on-the-open-connection
+ */
 export class ConnectionAuthorizedEvent extends RoomEvent {
   constructor(
     /** When the new token expires, seconds since the epoch; the server closes the connection with 4001 then. */
@@ -70,19 +93,29 @@ export class ConnectionAuthorizedEvent extends RoomEvent {
 
 /** Events a `RoomSubscription` dispatches, by type. */
 export interface RoomSubscriptionEventMap<T, I = unknown> {
+  /** A message of the room, once and in order. */
   message: RoomMessageEvent<T>;
+  /** Who is in the room changed. */
   presence: RoomPresenceEvent<I>;
+  /** Messages of the room that will never arrive. */
   lost: RoomLostEvent;
+  /** The subscription changed state. */
   state: SubscriptionStateEvent;
+  /** Something about the room went wrong without ending the subscription. */
   error: RoomErrorEvent;
+  /** An event of the room's own application. */
   custom: RoomCustomEvent;
 }
 
 /** Events a `FanoutClient` dispatches, by type: the connection's, not any one room's. */
 export interface FanoutClientEventMap {
+  /** The connection changed state. */
   state: RoomStateEvent;
+  /** Something that belongs to no room went wrong. */
   error: RoomErrorEvent;
+  /** A token refresh took. */
   authorized: ConnectionAuthorizedEvent;
+  /** An `x-` event that names no room. */
   custom: RoomCustomEvent;
 }
 
@@ -92,9 +125,21 @@ export interface FanoutClientEventMap {
  * the token has no place in an `auth` frame ("bad_request"), the connection
  * ended before the server answered or there was none ("unconfirmed"), or
  * the client is closed ("closed").
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await client.refreshToken();
+ * } catch (error) {
+ *   if (error instanceof TokenRefreshError && error.code === "unauthorized") showSignIn();
+ * }
+ * ```
+ *
+ * @see client-sdk/README.md#token-refresh-on-the-open-connection
  */
 export class TokenRefreshError extends Error {
   constructor(
+    /** Why the token did not take: the server's code, "token", "closed" or "unconfirmed". */
     readonly code: ErrorCode | "token" | "closed" | "unconfirmed",
     message: string,
   ) {

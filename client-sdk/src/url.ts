@@ -5,10 +5,16 @@ import { MULTIPLEX_PATH, isValidRoomName, roomSocketPath } from "../../protocol/
  * before every connection attempt (sync or async), so a client can run for
  * longer than any one token lives: after the room closes the socket with 4001
  * because its token expired, the client asks for a new one and resumes.
+ *
+ * @see client-sdk/README.md#tokens
  */
 export type TokenSource = string | (() => string | PromiseLike<string>);
 
-/** Where a connection attempt puts the token: in the subprotocol offer, or in the URL's query. */
+/**
+ * Where a connection attempt puts the token: in the subprotocol offer, or in the URL's query.
+ *
+ * @see client-sdk/README.md#where-the-token-travels
+ */
 export type TokenIn = "subprotocol" | "query";
 
 /** Characters a subprotocol can hold (an HTTP token, RFC 6455 4.1): a JWT's base64url parts and dots are among them. */
@@ -22,7 +28,11 @@ export function fitsSubprotocol(token: string): boolean {
   return SUBPROTOCOL_CHARS.test(token);
 }
 
-/** Where a room lives: a full URL, or a host plus a room name. */
+/**
+ * Where a room lives: a full URL, or a host plus a room name.
+ *
+ * @see client-sdk/README.md#options
+ */
 export interface RoomAddress {
   /** WebSocket URL of the room (ws:, wss:, http: or https:), e.g. "wss://example.com/rooms/lobby/ws". */
   url?: string;
@@ -40,7 +50,8 @@ export interface RoomAddress {
    * offer subprotocols, so by default it goes in `Sec-WebSocket-Protocol` as
    * `["fanout.v1", "token.<jwt>"]`, out of URLs and so out of access logs;
    * "query" sends it as `?token=` instead, for a proxy in between that drops
-   * or does not answer the subprotocol offer. Default "subprotocol".
+   * or does not answer the subprotocol offer.
+   * @default "subprotocol"
    */
   tokenIn?: TokenIn;
   /**
@@ -59,8 +70,18 @@ const LOOPBACK = /^(localhost|127\.|\[::1\])/;
 
 /**
  * Builds the WebSocket URL of a room, without the token (each connection
- * attempt adds it where `tokenIn` says); throws a TypeError for an unusable
- * address.
+ * attempt adds it where `tokenIn` says).
+ *
+ * @param address a room URL, or a host (the page's when absent) and a room name.
+ * @returns a ws: or wss: URL (a bare host gets wss:, or ws: for loopback).
+ * @throws {TypeError} for an unusable address or room name.
+ *
+ * @example
+ * ```ts
+ * roomSocketUrl({ host: "fanout.example.com", room: "lobby" }); // "wss://fanout.example.com/rooms/lobby/ws"
+ * ```
+ *
+ * @see client-sdk/README.md#options
  */
 export function roomSocketUrl(address: RoomAddress): string {
   if (address.url) return socketUrl(address, address.url);
@@ -71,12 +92,27 @@ export function roomSocketUrl(address: RoomAddress): string {
   return socketUrl(address, roomSocketPath(room));
 }
 
-/** Where the service is, for a connection that follows many rooms: a URL of its `/ws`, or a host. */
+/**
+ * Where the service is, for a connection that follows many rooms: a URL of its `/ws`, or a host.
+ *
+ * @see client-sdk/README.md#fanoutclient
+ */
 export type ServiceAddress = Omit<RoomAddress, "room">;
 
 /**
  * Builds the URL of the service's multiplexed connection (`/ws`), without
- * the token; throws a TypeError for an unusable address.
+ * the token.
+ *
+ * @param address a URL of the connection, or a host (the page's when absent).
+ * @returns a ws: or wss: URL.
+ * @throws {TypeError} for an unusable address.
+ *
+ * @example
+ * ```ts
+ * multiplexSocketUrl({ host: "127.0.0.1:8787" }); // "ws://127.0.0.1:8787/ws"
+ * ```
+ *
+ * @see client-sdk/README.md#many-rooms-over-one-connection
  */
 export function multiplexSocketUrl(address: ServiceAddress): string {
   return socketUrl(address, address.url || MULTIPLEX_PATH);

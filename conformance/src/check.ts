@@ -1,4 +1,7 @@
+import type Pusher from "pusher-js";
+import type PusherServer from "pusher";
 import type { Peer } from "./peer.js";
+import type { PusherClientOptions, PusherCredentials } from "./pusher-clients.js";
 import type { Service } from "./service.js";
 
 /** How the suite opens sockets on this service. */
@@ -15,9 +18,9 @@ export interface ServiceFacts {
   access: AccessMode;
   /** The service wants a publish key (a publish without one was 401). */
   publishKeyRequired: boolean;
-  /** A welcome, for the limits every socket is told. */
-  window: number;
-  maxMessageBytes: number;
+  /** A welcome's limits, which every socket is told; null when no socket could be opened (tokens required, no secret given). */
+  window: number | null;
+  maxMessageBytes: number | null;
 }
 
 export interface SocketOptions {
@@ -46,6 +49,12 @@ export interface Context {
   openMultiplexed(rooms: string[], options?: SocketOptions): Promise<Peer>;
   /** Opens a socket at `url` as given (a refusal check's own credentials); closed by the runner after the check. */
   openRaw(url: string, options?: { protocols?: string[]; headers?: Record<string, string>; autoAck?: boolean }): Promise<Peer>;
+  /** The Pusher app the run was given (`--pusher-*`); checks that need it declare `needsPusher`. */
+  readonly pusher: PusherCredentials | undefined;
+  /** A stock pusher-js client of that app; disconnected by the runner after the check. */
+  pusherClient(options?: PusherClientOptions): Pusher;
+  /** The stock server SDK of that app. */
+  pusherBackEnd(): PusherServer;
 }
 
 /** One check of the suite: it names the clause of docs/guarantees.md it checks. */
@@ -60,6 +69,10 @@ export interface Check {
   timeoutMs: number;
   /** Checks with sockets only run when the suite can open sockets. */
   needsSockets: boolean;
+  /** Checks of the Pusher front door run only with the app's credentials (`--pusher-app-id`, `--pusher-key`, `--pusher-secret`). */
+  needsPusher?: boolean;
+  /** Checks that publish, or read a room over HTTP, only run when the suite has the publish key a service requires. */
+  needsPublishKey: boolean;
   /** Resolves with the evidence of a pass; throws CheckFailed (or anything) for a fail, CheckSkipped for a skip. */
   run(ctx: Context): Promise<string>;
 }

@@ -4,12 +4,13 @@
  * check, result and evidence. Exit code 1 when a check failed.
  */
 import { mintToken } from "../../common/tokens.js";
-import type { AccessMode, ServiceFacts } from "./check.js";
+import type { AccessMode, Check, ServiceFacts } from "./check.js";
 import { CHECKS } from "./checks/index.js";
+import { loopbackProblem } from "./loopback.js";
 import { parseOptions, type SuiteOptions } from "./options.js";
 import { Peer, RefusedUpgrade } from "./peer.js";
 import { formatTable, summarize } from "./report.js";
-import { newRunId, ROOM_PREFIX, runChecks } from "./runner.js";
+import { missingCredentials, newRunId, ROOM_PREFIX, runChecks } from "./runner.js";
 import { Service } from "./service.js";
 
 class Unusable extends Error {}
@@ -57,7 +58,7 @@ async function discover(service: Service, options: SuiteOptions): Promise<Servic
     access = "open";
     welcome = open.welcome;
   } else if ("closed" in open && open.closed === 4001) {
-    if (!options.tokenSecret) return { access: "closed", publishKeyRequired, window: 0, maxMessageBytes: 65_536 };
+    if (!options.tokenSecret) return { access: "closed", publishKeyRequired, window: null, maxMessageBytes: null };
     const token = await mintToken(options.tokenSecret, { room: probeRoom, ttlSeconds: 60 });
     const withToken = await probeSocket(`${roomUrl}?token=${token}`);
     if (!("welcome" in withToken)) throw new Unusable(`a token minted with --token-secret was refused (${JSON.stringify(withToken)}): is it the service's TOKEN_SECRET?`);
@@ -69,6 +70,23 @@ async function discover(service: Service, options: SuiteOptions): Promise<Servic
   return { access, publishKeyRequired, ...welcome };
 }
 
+/** The first lines a run prints: what it checks, what it learnt, and which checks it skips for want of a key. */
+function header(checks: readonly Check[], options: SuiteOptions, facts: ServiceFacts, service: Service): string {
+  const count = checks.length;
+  const sockets = { open: "open (no tokens)", token: "tokens (minted with --token-secret)", closed: "tokens required, no --token-secret" }[facts.access];
+  const key = facts.publishKeyRequired ? (options.publishKey ? "required, given" : "required, no --publish-key") : "none";
+  const limits = facts.window === null || facts.maxMessageBytes === null ? "window and message limit unknown (no socket opened)" : `window ${facts.window} B, messages up to ${facts.maxMessageBytes} B`;
+  const lines = [`conformance: ${count} checks against ${options.url} (sockets: ${sockets}; publish key: ${key}; ${limits})`];
+  const skipped = checks.filter((check) => missingCredentials(check, { facts, service }).filter((m) => m !== "--pusher-key").length > 0).length;
+  const pusherSkipped = options.pusher ? 0 : checks.filter((check) => check.needsPusher).length;
+  if (pusherSkipped > 0) lines.push(`conformance: ${pusherSkipped} checks of the Pusher front door need --pusher-app-id, --pusher-key and --pusher-secret and are skipped`);
+  if (skipped > 0) {
+    const pass = [facts.access === "closed" ? "--token-secret" : null, facts.publishKeyRequired && !options.publishKey ? "--publish-key" : null].filter(Boolean).join(" or ");
+    lines.push(`conformance: the service has access control: ${skipped} of the ${count} checks need ${pass} and are skipped (a skip is not a failure; pass ${pass.includes(" or ") ? "both" : "it"} to run them)`);
+  }
+  return lines.join("\n");
+}
+
 async function main(): Promise<number> {
   const parsed = parseOptions(process.argv.slice(2), process.env);
   if (!parsed.ok) {
@@ -76,6 +94,13 @@ async function main(): Promise<number> {
     return parsed.help ? 0 : 2;
   }
   const { options } = parsed;
+  if (!options.allowRemote) {
+    const problem = await loopbackProblem(new URL(options.url).hostname);
+    if (problem !== null) {
+      process.stderr.write(`conformance: --url ${options.url}: ${problem}. The suite publishes into and opens sockets on the service it checks; pass --allow-remote to check a deployment of yours\n`);
+      return 2;
+    }
+  }
   const service = new Service(options.url, options.publishKey);
   const started = Date.now();
   let facts: ServiceFacts;
@@ -86,13 +111,12 @@ async function main(): Promise<number> {
     return 2;
   }
   const checks = options.only.length ? CHECKS.filter((c) => options.only.some((prefix) => c.id.startsWith(prefix))) : CHECKS;
-  if (!options.json) {
-    process.stderr.write(`conformance: ${checks.length} checks against ${options.url} (sockets: ${facts.access}, publish key: ${facts.publishKeyRequired ? "required" : "none"}, window ${facts.window} B, messages up to ${facts.maxMessageBytes} B)\n`);
-  }
+  if (!options.json) process.stderr.write(`${header(checks, options, facts, service)}\n`);
   const { runId, results } = await runChecks(checks, {
     service,
     facts,
     tokenSecret: options.tokenSecret,
+    ...(options.pusher ? { pusher: options.pusher } : {}),
     concurrency: 4,
     onResult: options.json ? undefined : (r) => process.stderr.write(`  ${r.result.padEnd(4)} ${r.id} (${(r.ms / 1000).toFixed(1)} s)\n`),
   });

@@ -4,6 +4,8 @@ import { MULTIPLEX_PATH } from "../../protocol/index.js";
 import { CheckFailed, CheckSkipped, type Check, type CheckResult, type Context, type ServiceFacts, type SocketOptions } from "./check.js";
 import { Peer } from "./peer.js";
 import type { Service } from "./service.js";
+import type Pusher from "pusher-js";
+import { pusherBackEnd, pusherClient, type PusherCredentials } from "./pusher-clients.js";
 
 /** Rooms of the suite start with this; a deployment can recognise (and bound) them by it. */
 export const ROOM_PREFIX = "conformance-";
@@ -12,6 +14,8 @@ export const BOUNDED_ROOM_PREFIX = "conformance-bounded-";
 
 export interface RunSettings {
   service: Service;
+  /** The Pusher app to check the front door with, when given. */
+  pusher?: PusherCredentials;
   facts: ServiceFacts;
   tokenSecret: string | undefined;
   /** Checks running at once: the slow ones (timeouts of the service) overlap, the rest stay light. */
@@ -26,7 +30,7 @@ export function newRunId(): string {
 }
 
 /** The context of one check: names, credentials, and every socket it opened (closed when it ends). */
-function contextFor(check: Check, runId: string, settings: RunSettings, peers: Peer[]): Context {
+function contextFor(check: Check, runId: string, settings: RunSettings, peers: Peer[], clients: Pusher[]): Context {
   const { service, facts, tokenSecret } = settings;
   const short = check.id.replace(/^G\d+\./, "").replace(/[^A-Za-z0-9._:~-]/g, "-").slice(0, 20);
   const track = (peer: Peer) => (peers.push(peer), peer);
@@ -62,7 +66,30 @@ function contextFor(check: Check, runId: string, settings: RunSettings, peers: P
     async openRaw(url, options = {}) {
       return track(await Peer.open(url, { autoAck: options.autoAck ?? true, protocols: options.protocols, headers: options.headers }));
     },
+    pusher: settings.pusher,
+    pusherClient(options = {}) {
+      const client = pusherClient(service.baseUrl, settings.pusher as PusherCredentials, options);
+      clients.push(client);
+      return client;
+    },
+    pusherBackEnd: () => pusherBackEnd(service.baseUrl, settings.pusher as PusherCredentials),
   };
+}
+
+/** The options a check needs against this service and was not given (it is skipped, saying which). */
+export function missingCredentials(check: Check, settings: Pick<RunSettings, "facts" | "service" | "pusher">): Array<"--token-secret" | "--publish-key" | "--pusher-key"> {
+  const missing: Array<"--token-secret" | "--publish-key" | "--pusher-key"> = [];
+  if (check.needsPusher && !settings.pusher) missing.push("--pusher-key");
+  if (check.needsSockets && !check.needsPusher && settings.facts.access === "closed") missing.push("--token-secret");
+  if (check.needsPublishKey && settings.facts.publishKeyRequired && !settings.service.publishKey) missing.push("--publish-key");
+  return missing;
+}
+
+/** Why a check is skipped for want of `missing`. */
+function skipReason(missing: ReturnType<typeof missingCredentials>): string {
+  if (missing.includes("--pusher-key")) return "a check of the Pusher front door needs its app: pass --pusher-app-id, --pusher-key and --pusher-secret";
+  const what = missing.map((m) => (m === "--token-secret" ? "subscribe tokens" : "a publish key")).join(" and ");
+  return `the service requires ${what}: pass ${missing.join(" and ")}`;
 }
 
 /** Runs one check within its deadline; whatever it does, its sockets are closed afterwards. */
@@ -70,16 +97,16 @@ async function runOne(check: Check, runId: string, settings: RunSettings): Promi
   const started = Date.now();
   const base = { id: check.id, clause: check.clause, check: check.title };
   const done = (result: CheckResult["result"], evidence: string): CheckResult => ({ ...base, result, evidence: evidence.replace(/\s+/g, " ").trim(), ms: Date.now() - started });
-  if (check.needsSockets && settings.facts.access === "closed") {
-    return done("skip", "the service requires subscribe tokens: pass --token-secret");
-  }
+  const missing = missingCredentials(check, settings);
+  if (missing.length > 0) return done("skip", skipReason(missing));
   const peers: Peer[] = [];
+  const clients: Pusher[] = [];
   let timer: NodeJS.Timeout | undefined;
   try {
     const deadline = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new CheckFailed(`did not finish within ${check.timeoutMs} ms`)), check.timeoutMs);
     });
-    const evidence = await Promise.race([check.run(contextFor(check, runId, settings, peers)), deadline]);
+    const evidence = await Promise.race([check.run(contextFor(check, runId, settings, peers, clients)), deadline]);
     const violations = peers.flatMap((peer) => peer.violations);
     if (violations.length > 0) return done("fail", `the server sent frames that are not protocol: ${violations.slice(0, 2).join("; ")}`);
     return done("pass", evidence);
@@ -89,6 +116,7 @@ async function runOne(check: Check, runId: string, settings: RunSettings): Promi
   } finally {
     clearTimeout(timer);
     for (const peer of peers) peer.dispose();
+    for (const client of clients) client.disconnect();
   }
 }
 

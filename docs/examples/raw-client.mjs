@@ -3,7 +3,7 @@
 // 1. send "ping" every 25 s;
 // 2. ack the last message or presence event read ({"type":"ack","seq":<last seq>,"tag"}) per half window or 50 ms;
 // 3. after a close whose code says "reconnect", reconnect with ?since=<last seq>&epoch=<epoch>.
-const STOP = new Set([1000, 4000, 4001, 4003]); // the close codes that mean "do not reconnect"
+const STOP = new Set([1000, 4000, 4001, 4003]); // the close codes that mean "do not reconnect" (and, by range, 3500-3999, 4500+)
 
 export function followRoom(roomUrl, onMessage, options = {}) {
   const { WebSocket = globalThis.WebSocket, onLost = () => {}, onPresence = () => {} } = options;
@@ -32,7 +32,7 @@ export function followRoom(roomUrl, onMessage, options = {}) {
     socket.onerror = () => {}; // a close always follows
     socket.onclose = ({ code }) => {
       clearInterval(pinger), clearTimeout(ackTimer);
-      if (!stopped && !STOP.has(code)) setTimeout(connect, Math.random() * 1000); // rule 3
+      if (!stopped && !STOP.has(code) && (code < 3500 || code > 3999) && code < 4500) setTimeout(connect, Math.random() * 1000); // rule 3
     };
   };
   connect();

@@ -5,7 +5,7 @@
 // 2. ack the last message or presence event read ({"type":"ack","room","seq","tag"}) per half window
 //    or 50 ms: it releases everything sent before it, of every room;
 // 3. on every open (after a close whose code says "reconnect"), subscribe to each room with its since and epoch.
-const STOP = new Set([1000, 4000, 4001, 4003]); // the close codes that mean "do not reconnect"
+const STOP = new Set([1000, 4000, 4001, 4003]); // the close codes that mean "do not reconnect" (and, by range, 3500-3999, 4500+)
 
 export function followRooms(url, rooms, onMessage, options = {}) {
   const { WebSocket = globalThis.WebSocket, onLost = () => {}, onPresence = () => {}, onRefused = () => {} } = options;
@@ -41,7 +41,7 @@ export function followRooms(url, rooms, onMessage, options = {}) {
     socket.onerror = () => {}; // a close always follows
     socket.onclose = ({ code }) => {
       clearInterval(pinger), clearTimeout(ackTimer);
-      if (!stopped && !STOP.has(code)) setTimeout(connect, Math.random() * 1000); // rule 3
+      if (!stopped && !STOP.has(code) && (code < 3500 || code > 3999) && code < 4500) setTimeout(connect, Math.random() * 1000); // rule 3
     };
   };
   connect();

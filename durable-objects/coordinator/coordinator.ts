@@ -32,6 +32,8 @@ export interface ShardMetrics {
   members: number;
   /** Hubs of multiplexed connections that report to this shard, as last reported. */
   multiplexed: HubOccupancy;
+  /** Hubs of Pusher connections that report to this shard, as last reported. */
+  pusher: HubOccupancy;
   totals: ServiceTotals;
 }
 
@@ -44,6 +46,14 @@ export interface PageFanOutResult extends FanOutResult {
  * One shard of the coordinator: the registry of live rooms whose names hash
  * to it, and the fan-out of broadcasts to them. Shards are named `shard-<i>`
  * (see shards.ts); nothing ever addresses one by any other name.
+ *
+ * @example
+ * ```ts
+ * // Exported from the worker and bound as COORDINATOR (with SQLite storage) in wrangler.toml.
+ * export { Coordinator } from "edge-fanout";
+ * ```
+ *
+ * @see docs/coordinator.md
  */
 export class Coordinator extends DurableObject<Record<string, unknown>> {
   readonly #config: CoordinatorConfig;
@@ -108,7 +118,7 @@ export class Coordinator extends DurableObject<Record<string, unknown>> {
   /** Live rooms and connections in this shard's registry, and its totals. */
   async metrics(): Promise<ShardMetrics> {
     const now = Date.now();
-    return { ...this.#registry.occupancy(now), multiplexed: this.#hubs.occupancy(now), totals: this.#totals.values };
+    return { ...this.#registry.occupancy(now), multiplexed: this.#hubs.occupancy(now, "hub"), pusher: this.#hubs.occupancy(now, "pusher"), totals: this.#totals.values };
   }
 
   /** Live rooms in name order (see RegistryQuery). */

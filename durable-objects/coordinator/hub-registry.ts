@@ -1,4 +1,5 @@
 import type { RoomCounterValues } from "../../protocol";
+import { followerIndex } from "../../common/followers";
 
 /**
  * One shard's record of the hubs of multiplexed connections whose number maps
@@ -13,6 +14,7 @@ import type { RoomCounterValues } from "../../protocol";
 
 /** What a hub tells its shard: on its first connection and its last, and from its periodic sweep. */
 export interface HubReport {
+  /** The hub's index among followers (common/followers.ts): its kind and number. */
   hub: number;
   /** Multiplexed connections the hub holds. */
   connections: number;
@@ -22,11 +24,11 @@ export interface HubReport {
   rooms: number;
   /** The hub's clock when it made the report, epoch ms. */
   at: number;
-  /** Counters that grew at the hub since its last successful report (refusals of subscribes, kicks). */
+  /** Counters that grew at the hub since its last successful report (refused subscribes and frames; a slow connection's kick counts for the room it stalled in, reported by the hub to that room). */
   delta?: RoomCounterValues | null;
 }
 
-/** The multiplexed part of a shard's GET /metrics. */
+/** The multiplexed part of a shard's GET /metrics (or the Pusher part: the same figures of Pusher hubs). */
 export interface HubOccupancy {
   hubs: number;
   connections: number;
@@ -67,13 +69,15 @@ export class HubRegistry {
     );
   }
 
-  /** Hubs with connections, and what they hold, as last reported. */
-  occupancy(now: number): HubOccupancy {
+  /** Hubs of `kind` with connections, and what they hold, as last reported. */
+  occupancy(now: number, kind: "hub" | "pusher" = "hub"): HubOccupancy {
+    const pusherBase = followerIndex("pusher", 0);
     return this.#sql
       .exec<{ hubs: number; connections: number; subscriptions: number }>(
         `SELECT count(*) AS hubs, coalesce(sum(connections), 0) AS connections, coalesce(sum(subscriptions), 0) AS subscriptions
-         FROM hubs WHERE connections > 0 AND expires_at > ?`,
+         FROM hubs WHERE connections > 0 AND expires_at > ? AND ${kind === "pusher" ? "hub >= ?" : "hub < ?"}`,
         now,
+        pusherBase,
       )
       .one();
   }

@@ -44,6 +44,17 @@ export interface FrameHost {
   name(): string | null;
   /** Present on an object whose sockets are multiplexed connections: what their own frames do. */
   readonly multiplexed?: MultiplexFrames;
+  /**
+   * Present on an object whose sockets speak another protocol (the Pusher front door): every
+   * text frame goes to it once the checks every frame passes are done (activity, token expiry,
+   * binary frames, size).
+   */
+  readonly foreign?: ForeignFrames;
+}
+
+/** The frames of sockets that speak another protocol than this service's. */
+export interface ForeignFrames {
+  frame(socket: SocketState, text: string, now: number): Promise<void>;
 }
 
 /** What a multiplexed connection's frames of its own ask of the object that holds it. */
@@ -77,8 +88,9 @@ export interface FrameLimits {
  *   socket is closed with 4009. A client can send at most one releasing ack
  *   per frame it was sent, so free acks cost the room no more than the
  *   frames it chose to send.
- * - An ack that names a message the socket was never sent, or a wrong tag,
- *   is a lie: 4000.
+ * - An ack that names a message the socket was never sent, or the last
+ *   message of an unacknowledged frame with a wrong tag, is a lie: 4000. One
+ *   that names a message inside a frame is stale, whatever its tag.
  * - A publish whose data is over MAX_MESSAGE_BYTES as JSON is refused with an
  *   `error` event `too_large` and the socket stays: MAX_FRAME_BYTES leaves
  *   room for the largest message in any honest encoding plus its envelope, so
@@ -126,6 +138,7 @@ export class ClientFrames {
         this.#delivery.sendControl(socket, PONG);
         return;
       }
+      if (this.#host.foreign) return await this.#host.foreign.frame(socket, message, now);
       if (this.#host.multiplexed) return await this.#multiplexed(socket, message, now, this.#host.multiplexed);
       const parsed = parseClientFrame(message);
       if (!parsed.ok) return this.#refuse(ws, "bad_frame", CloseCode.BAD_FRAME, parsed.error);
@@ -204,7 +217,7 @@ export class ClientFrames {
     const bytes = utf8Length(dataJson);
     if (bytes > this.#limits.maxMessageBytes) {
       this.#counters.refused("too_large");
-      this.#error(socket, cursor.stream.label({ type: "error", code: "too_large", message: `the message is ${bytes} bytes as JSON, over the limit of ${this.#limits.maxMessageBytes}`, id }));
+      this.#answerIn(cursor, { type: "error", code: "too_large", message: `the message is ${bytes} bytes as JSON, over the limit of ${this.#limits.maxMessageBytes}`, id });
       return;
     }
     if (this.#host.hooks.ordersFrames) return await this.#inOrder(socket, id, () => this.#publish(cursor, data, dataJson, id, key));
@@ -225,7 +238,7 @@ export class ClientFrames {
     if (hooks.checksPublishes) {
       const checked = await hooks.checkPublish(dataJson, data, { kind: "socket", socket });
       if (!checked.ok) {
-        this.#answer(socket, stream.label({ type: "error", code: checked.refusal.error, message: checked.refusal.message, id }));
+        this.#answerIn(cursor, { type: "error", code: checked.refusal.error, message: checked.refusal.message, id });
         return;
       }
       json = checked.dataJson;
@@ -234,7 +247,7 @@ export class ClientFrames {
     try {
       outcome = await this.#host.publishFrom(cursor, json, retry);
     } catch {
-      this.#answer(socket, stream.label({ type: "error", code: "internal", message: "the message could not be stored", id }));
+      this.#answerIn(cursor, { type: "error", code: "internal", message: "the message could not be stored", id });
       return;
     }
     this.#published(cursor, id, outcome);
@@ -245,12 +258,12 @@ export class ClientFrames {
     const socket = cursor.socket;
     // Refused by the room's beforePublish (the root's, for a socket on a leaf), or a key's conflict.
     if ("refused" in outcome) {
-      this.#answer(socket, cursor.stream.label({ type: "error", code: outcome.refused.error, message: outcome.refused.message, id }));
+      this.#answerIn(cursor, { type: "error", code: outcome.refused.error, message: outcome.refused.message, id });
       return;
     }
     const published: PublishedEvent = { type: "published", id, seq: outcome.seq };
     if (outcome.duplicate) published.duplicate = true;
-    this.#answer(socket, cursor.stream.label(published));
+    this.#answerIn(cursor, published);
   }
 
   async #custom(socket: SocketState, frame: CustomClientFrame): Promise<void> {
@@ -266,12 +279,22 @@ export class ClientFrames {
     this.#error(socket, { type: "error", code: "rate_limited", message: "too many frames are waiting for the room; slow down", id });
   }
 
+  /** Answers a frame about `cursor`'s room, in the room's shape: only a socket still here is told. */
+  #answerIn(cursor: Cursor, event: PublishedEvent | ServerError): void {
+    const text = cursor.stream.text(event, cursor);
+    if (text !== null && this.#delivery.get(cursor.socket.ws) === cursor.socket) this.#delivery.sendControl(cursor.socket, text);
+  }
+
   /** Answers a frame whose handling waited: only a socket still here is told. */
   #answer(socket: SocketState, event: PublishedEvent | ServerError | (ServerError & { room: string }) | (PublishedEvent & { room: string })): void {
     if (this.#delivery.get(socket.ws) === socket) this.#delivery.sendControl(socket, JSON.stringify(event));
   }
 
   /** Takes a frame token; false (and the socket closed with 4009) when the socket is over its rate. */
+  spend(socket: SocketState, now: number): boolean {
+    return this.#spend(socket, now);
+  }
+
   #spend(socket: SocketState, now: number): boolean {
     const rate = this.#limits.rate;
     if (socket.takeFrameToken(now, rate)) return true;

@@ -1,7 +1,7 @@
 import { CloseCode, type LostEvent } from "../../protocol";
 import { logEvent } from "../../common/log";
 import type { RoomCounters } from "./counters";
-import { Cursor } from "./cursor";
+import { Cursor, type FollowAs } from "./cursor";
 import { cutFrame, joinFrames, type BatchLimits, type Frame } from "./frames";
 import type { AckVerdict } from "./send-window";
 import type { SocketState } from "./socket-state";
@@ -13,6 +13,13 @@ export interface DeliveryOptions {
   /** SLOW_GRACE_MS: how long a cursor may stay behind without acknowledged progress. */
   graceMs: number;
   batch: BatchLimits;
+  /** The code a socket is closed with for one of CloseCode's (a protocol with codes of its own maps them). */
+  closeCode?: (code: number) => number;
+  /**
+   * For sockets that do not acknowledge on their own: asks one to prove what it read (it
+   * sends the request and marks it in the socket's window), when half its window is in flight.
+   */
+  solicit?: (socket: SocketState) => void;
 }
 
 /** How a socket left: its close code and reason, and who ended it. */
@@ -103,19 +110,21 @@ export class Delivery {
 
   /**
    * The socket follows `stream` from `sentSeq`: level with the room, or
-   * behind (a resume), in which case catch-up starts at once. Returns the
-   * cursor, or null when the socket did not survive catch-up (a failed send).
+   * behind (a resume), in which case its caller starts catch-up (`catchUp`)
+   * once the socket was told what comes first (its presence picture).
    */
-  follow(socket: SocketState, stream: Stream, sentSeq: number, now: number): Cursor | null {
+  follow(socket: SocketState, stream: Stream, sentSeq: number, now: number, as?: FollowAs): Cursor {
     this.#streams.add(stream);
-    const cursor = new Cursor(socket, stream, socket.nextCursorIndex++, sentSeq);
+    const cursor = new Cursor(socket, stream, socket.nextCursorIndex++, sentSeq, as);
     socket.cursors.set(stream.room, cursor);
     stream.cursors.set(socket.ws, cursor);
-    if (sentSeq < stream.flushedSeq) {
-      this.#fallBehind(cursor, now);
-      this.catchUp(cursor, now);
-    }
-    return this.#sockets.get(socket.ws) === socket ? cursor : null;
+    if (sentSeq < stream.flushedSeq) this.#fallBehind(cursor, now);
+    return cursor;
+  }
+
+  /** Whether `socket` is still tracked here (a failed send forgets it). */
+  holds(socket: SocketState): boolean {
+    return this.#sockets.get(socket.ws) === socket;
   }
 
   /** The socket stops following `cursor`'s room; what is in flight of it stays in its window until acknowledged. */
@@ -184,11 +193,16 @@ export class Delivery {
   fanOut(stream: Stream, frame: Frame, row: number, now: number): number {
     const previous = frame.firstSeq - 1;
     const windowBytes = this.#options.windowBytes;
+    const solicit = this.#options.solicit;
     let sentTo = 0;
     for (const cursor of stream.cursors.values()) {
       // A cursor behind is served from the source when its socket's acks make room.
       if (cursor.sentSeq !== previous) continue;
       const socket = cursor.socket;
+      if (cursor.watching || frame.skip === socket.attachment.id) {
+        cursor.sentSeq = frame.lastSeq;
+        continue;
+      }
       if (!socket.window.hasRoom(windowBytes)) {
         this.#fallBehind(cursor, now);
         cursor.nextRow = row;
@@ -198,6 +212,7 @@ export class Delivery {
         socket.window.sent(cursor.index, frame.lastSeq, frame.lastTag, frame.bytes);
         cursor.sentSeq = frame.lastSeq;
         sentTo += 1;
+        if (solicit !== undefined && socket.window.wantsSolicit(windowBytes)) solicit(socket);
       }
     }
     stream.flushedSeq = frame.lastSeq;
@@ -209,16 +224,27 @@ export class Delivery {
   ack(cursor: Cursor, seq: number, tag: number, now: number): AckVerdict {
     const socket = cursor.socket;
     const verdict = socket.window.ack(cursor.index, seq, tag, cursor.sentSeq);
-    if (verdict !== "released") return verdict;
+    if (verdict === "released") this.#released(socket, now);
+    return verdict;
+  }
+
+  /** A socket answered the server's request to acknowledge (DeliveryOptions.solicit): as an ack, for everything sent before the request. */
+  answered(socket: SocketState, now: number): AckVerdict {
+    const verdict = socket.window.answered();
+    if (verdict === "released") this.#released(socket, now);
+    return verdict;
+  }
+
+  /** The socket's window has room again: its cursors behind are sent what comes next. */
+  #released(socket: SocketState, now: number): void {
     for (const each of [...socket.cursors.values()]) {
       if (!each.behind) continue;
       each.stalledSince = now;
       this.catchUp(each, now);
       // Catch-up may have closed it (a failed send).
-      if (this.#sockets.get(socket.ws) !== socket) return verdict;
+      if (this.#sockets.get(socket.ws) !== socket) return;
     }
     this.#events.released(socket);
-    return verdict;
   }
 
   /**
@@ -237,7 +263,8 @@ export class Delivery {
       counters.rowsRead(read.rowsRead);
       if (read.lost) {
         const lost: LostEvent = { type: "lost", reason: "history", from: read.lost.from, to: Math.min(read.lost.to, stream.flushedSeq) };
-        if (!this.#send(socket, JSON.stringify(stream.label(lost)))) return;
+        const text = stream.text(lost, cursor);
+        if (text !== null && !this.#send(socket, text)) return;
         counters.lost(lost.to - lost.from + 1);
         cursor.sentSeq = lost.to;
       }
@@ -245,10 +272,15 @@ export class Delivery {
         const { frame, end } = cutFrame(read.runs, i, this.#options.batch);
         i = end;
         if (frame.lastSeq > stream.flushedSeq) break;
+        if (cursor.watching || frame.skip === socket.attachment.id) {
+          cursor.sentSeq = frame.lastSeq;
+          continue;
+        }
         if (!this.#send(socket, frame.text)) return;
         window.sent(cursor.index, frame.lastSeq, frame.lastTag, frame.bytes);
         cursor.sentSeq = frame.lastSeq;
         counters.caughtUp(frame);
+        this.#maybeSolicit(socket);
       }
       cursor.nextRow = read.nextRow;
       if (read.runs.length === 0 && read.lost === null) break;
@@ -270,7 +302,7 @@ export class Delivery {
     const text = reason.slice(0, 120);
     this.leave(ws, { code, reason: text, by: "room" });
     try {
-      ws.close(code, text);
+      ws.close(this.#options.closeCode?.(code) ?? code, text);
     } catch {
       // Already closing or closed.
     }
@@ -281,7 +313,7 @@ export class Delivery {
     const socket = this.leave(ws, { code: CloseCode.INTERNAL_ERROR, reason: why, by: "room" });
     logEvent("socket_dropped", { room: this.#events.name(), socket: socket?.attachment.id ?? null, why, error: String(error) });
     try {
-      ws.close(CloseCode.INTERNAL_ERROR, why);
+      ws.close(this.#options.closeCode?.(CloseCode.INTERNAL_ERROR) ?? CloseCode.INTERNAL_ERROR, why);
     } catch {
       // The socket is already gone.
     }
@@ -298,7 +330,13 @@ export class Delivery {
     if (!window.hasPresenceRoom(this.#options.windowBytes)) return false;
     if (!this.#send(cursor.socket, text)) return false;
     window.presenceSent(cursor.index, cursor.sentSeq, tag, bytes);
+    this.#maybeSolicit(cursor.socket);
     return true;
+  }
+
+  /** Asks a socket that does not acknowledge on its own to, once half its window is in flight. */
+  #maybeSolicit(socket: SocketState): void {
+    if (this.#options.solicit !== undefined && socket.window.wantsSolicit(this.#options.windowBytes)) this.#options.solicit(socket);
   }
 
   /** Sum and maximum of the sockets' unacknowledged bytes. */
@@ -368,7 +406,8 @@ export class Delivery {
       if (stream.behind === 0) continue;
       for (const cursor of [...stream.cursors.values()]) {
         if (cursor.stalledSince === null || now - cursor.stalledSince < this.#options.graceMs) continue;
-        this.#counters.kicked();
+        // Counted for the room it stalled in (a hub reports it to the room's root, as its deliveries).
+        (stream.counters ?? this.#counters).kicked();
         logEvent("kick", {
           room: stream.room,
           socket: cursor.socket.attachment.id,

@@ -6,7 +6,7 @@ import type { SocketState } from "./socket-state";
 export type PublishCheck = { ok: true; dataJson: string } | { ok: false; refusal: PublishRefused };
 
 /** Where a publish is checked from, before it has a connection view. */
-export type PublishOrigin = { kind: "socket"; socket: SocketState } | { kind: "http" } | { kind: "broadcast" } | { kind: "leaf" } | { kind: "multiplexed" };
+export type PublishOrigin = { kind: "socket"; socket: SocketState } | { kind: "http" } | { kind: "broadcast" } | { kind: "leaf" } | { kind: "multiplexed" } | { kind: "pusher"; event: string };
 
 /**
  * What client frames meet of the application's hooks (a room's

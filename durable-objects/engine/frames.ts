@@ -14,6 +14,8 @@ export interface Run {
   lastSeq: number;
   /** Tag of the last message: an ack naming `lastSeq` must carry it. */
   lastTag: number;
+  /** A run of one message not sent to this socket (Message.skip); such a run is always a frame of its own. */
+  skip?: string;
 }
 
 /** One frame as it goes on the wire: a lone event, or a JSON array of events (`text`). */
@@ -35,7 +37,9 @@ export function joinFrames(first: string, second: string): string {
 
 /** A message is a run of one. */
 export function runOf(message: Message): Run {
-  return { text: message.event, bytes: message.bytes, count: 1, firstSeq: message.seq, lastSeq: message.seq, lastTag: message.tag };
+  const run: Run = { text: message.event, bytes: message.bytes, count: 1, firstSeq: message.seq, lastSeq: message.seq, lastTag: message.tag };
+  if (message.skip !== undefined) run.skip = message.skip;
+  return run;
 }
 
 /**
@@ -50,9 +54,9 @@ export function cutFrame(runs: readonly Run[], start: number, limits: BatchLimit
   let end = start + 1;
   let bytes = head.bytes;
   let count = head.count;
-  while (end < runs.length) {
+  while (end < runs.length && head.skip === undefined) {
     const next = runs[end] as Run;
-    if (count + next.count > limits.maxEvents || bytes + next.bytes + 1 + 2 > limits.maxBytes) break;
+    if (next.skip !== undefined || count + next.count > limits.maxEvents || bytes + next.bytes + 1 + 2 > limits.maxBytes) break;
     bytes += next.bytes + 1;
     count += next.count;
     end += 1;

@@ -13,14 +13,40 @@ export interface Message {
   event: string;
   /** UTF-8 length of `event`: what it costs a socket's window. */
   bytes: number;
+  /**
+   * The id of a socket this message is not sent to (the Pusher front door's: a client event's
+   * sender, or the socket an HTTP publisher excluded). Its cursor moves past it all the same.
+   */
+  skip?: string;
+}
+
+/**
+ * What a message carries besides its data when it came through the Pusher
+ * front door (docs/pusher.md): its event name, the socket it is not sent to,
+ * and a presence channel's client event's sender.
+ */
+export interface MessageFields {
+  event?: string;
+  socketId?: string;
+  userId?: string;
+}
+
+/** The fields as JSON members written after `seq` (empty for a message without them). */
+function fieldsText(fields: MessageFields | undefined): string {
+  if (fields === undefined) return "";
+  let text = "";
+  if (fields.event !== undefined) text += `,"event":${JSON.stringify(fields.event)}`;
+  if (fields.socketId !== undefined) text += `,"socket_id":${JSON.stringify(fields.socketId)}`;
+  if (fields.userId !== undefined) text += `,"user_id":${JSON.stringify(fields.userId)}`;
+  return text;
 }
 
 /**
  * Builds a message event around data that is already JSON text. The tag is
  * written last so it can be read back from stored text without parsing it.
  */
-export function messageEvent(seq: number, dataJson: string, ts: number, tag: number): Message {
-  const event = `{"type":"message","seq":${seq},"data":${dataJson},"ts":${ts},"tag":${tag}}`;
+export function messageEvent(seq: number, dataJson: string, ts: number, tag: number, fields?: MessageFields): Message {
+  const event = `{"type":"message","seq":${seq}${fieldsText(fields)},"data":${dataJson},"ts":${ts},"tag":${tag}}`;
   return { seq, tag, event, bytes: utf8Length(event) };
 }
 

@@ -118,6 +118,11 @@ export class Presence {
     return count;
   }
 
+  /** Whether `id` is a member of the room (here, or on another object as the roster says). */
+  has(id: string): boolean {
+    return this.#present(id);
+  }
+
   /** This object's own members. */
   get localCount(): number {
     return this.#local.size;
@@ -137,7 +142,7 @@ export class Presence {
 
   /** A socket that was already here when the object woke: it counts, nobody is told. */
   restore(cursor: Cursor): void {
-    const identity = cursor.socket.attachment.member;
+    const identity = cursor.member;
     if (!identity) return;
     const member = this.#local.get(identity.id);
     if (member) member.connections += 1;
@@ -154,7 +159,7 @@ export class Presence {
 
   /** A socket joined: it gets the picture; the others hear of a new member. */
   join(cursor: Cursor): void {
-    const identity = cursor.socket.attachment.member;
+    const identity = cursor.member;
     if (identity) {
       const member = this.#local.get(identity.id);
       if (member) {
@@ -172,7 +177,7 @@ export class Presence {
 
   /** A socket left (closed by either side, reaped, or failed, or a subscription ended). */
   leave(cursor: Cursor, now: number): void {
-    const identity = cursor.socket.attachment.member;
+    const identity = cursor.member;
     if (!identity) return;
     const member = this.#local.get(identity.id);
     if (!member) return;
@@ -189,7 +194,11 @@ export class Presence {
     const event: PresenceEvent = this.#lists
       ? { type: "presence", action: "sync", count: this.count, members: [...this.#view.values()], tag }
       : { type: "presence", action: "sync", count: this.count, tag };
-    const text = JSON.stringify(this.#stream.label(event));
+    const text = this.#stream.shape.presence(event, cursor);
+    if (text === null) {
+      cursor.presenceStale = false;
+      return;
+    }
     if (this.#sink.send(cursor, text, utf8Length(text), tag)) {
       cursor.presenceStale = false;
       this.#sink.counted(1);
@@ -286,7 +295,8 @@ export class Presence {
   }
 
   #broadcast(event: PresenceEvent, tag: number, except: Cursor | null): void {
-    const text = JSON.stringify(this.#stream.label(event));
+    const text = this.#stream.shape.presence(event, null);
+    if (text === null) return;
     const bytes = utf8Length(text);
     let sent = 0;
     for (const cursor of this.#stream.cursors.values()) {

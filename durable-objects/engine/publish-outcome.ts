@@ -1,6 +1,8 @@
 /** What a publish comes to, as the room answers it (its RPC) and the objects that forward publishes to it pass on. */
 
+/** A message the room published, or recognised as published already. */
 export interface PublishResult {
+  /** The message's position in the room's history. */
   seq: number;
   /**
    * Sockets the message was sent to live (sockets catching up get it from history); in a
@@ -20,6 +22,7 @@ export interface PublishResult {
 export interface PublishRefused {
   /** `conflict`: the publish's idempotency key was already published with another body (no hook gives it). */
   error: "bad_request" | "forbidden" | "rate_limited" | "too_large" | "conflict" | "internal";
+  /** Why, in words for people (a hook refusal's `refuse`). */
   message: string;
 }
 

@@ -11,13 +11,21 @@
  * the frame), or a presence event (its stream, the seq the socket had been
  * sent when it went out, and its tag). A socket reads its frames in order, so
  * an ack releases its mark and every mark before it, of any stream.
+ *
+ * A protocol whose clients do not acknowledge on their own (Pusher's) is
+ * asked: the server sends a request (a `pusher:ping`) and leaves a
+ * solicitation mark; the answer (its `pusher:pong`) releases that mark and
+ * everything before it. One request is outstanding at a time, and an answer
+ * nobody asked for is a lie.
  */
 
 /**
  * What an ack did: `released` freed at least one mark; `stale` named nothing
  * it could release (already acknowledged, inside a frame, from before this
  * connection); `forged` claimed a message this socket was never sent, or
- * carried the wrong tag.
+ * carried the wrong tag for the last message of a frame not yet acknowledged
+ * (the only tags kept: an ack of a message inside a frame cannot be checked,
+ * and is stale whatever its tag).
  */
 export type AckVerdict = "released" | "stale" | "forged";
 
@@ -27,6 +35,8 @@ const MESSAGES = 0;
 const PRESENCE = 1;
 /** The consumed prefix is dropped once it is this long and most of the array: sends and acks stay O(1) amortized. */
 const COMPACT_AFTER = 64 * MARK;
+/** The stream number of solicitation marks: no cursor has it. */
+const SOLICITED = -1;
 
 export class SendWindow {
   #marks: number[] = [];
@@ -35,6 +45,9 @@ export class SendWindow {
   #ackedBytes = 0;
   #presenceSentBytes = 0;
   #presenceAckedBytes = 0;
+  /** The outstanding solicitation's number, or null; solicitations are numbered from 1. */
+  #solicited: number | null = null;
+  #solicitations = 0;
 
   /** Bytes of messages sent and not yet acknowledged. */
   get inFlight(): number {
@@ -64,6 +77,37 @@ export class SendWindow {
    */
   hasPresenceRoom(windowBytes: number): boolean {
     return windowBytes === 0 || this.inFlight + this.presenceInFlight < windowBytes;
+  }
+
+  /**
+   * Whether the socket should be asked to acknowledge: nothing asked yet, and half the window
+   * (messages and presence) is in flight, so the answer can arrive before the window fills.
+   */
+  wantsSolicit(windowBytes: number): boolean {
+    return this.#solicited === null && windowBytes > 0 && (this.inFlight + this.presenceInFlight) * 2 >= windowBytes;
+  }
+
+  /** Whether a solicitation is waiting for its answer. */
+  get soliciting(): boolean {
+    return this.#solicited !== null;
+  }
+
+  /** A request to acknowledge went out after everything sent so far. */
+  solicit(): void {
+    const id = ++this.#solicitations;
+    this.#solicited = id;
+    this.#marks.push(SOLICITED * 2 + MESSAGES, id, 0, this.#sentBytes, this.#presenceSentBytes);
+  }
+
+  /**
+   * The socket answered a solicitation: everything sent before it is released (`released`),
+   * or nothing was asked (`forged`: an answer without a question proves nothing).
+   */
+  answered(): AckVerdict {
+    const id = this.#solicited;
+    if (id === null) return "forged";
+    this.#solicited = null;
+    return this.ack(SOLICITED, id, 0, id);
   }
 
   /** A frame of messages of `stream` went out, ending with message `lastSeq` whose tag is `tag`. */

@@ -15,11 +15,12 @@ import type { Limits } from "../../common/settings";
 import type { SocketAttachment } from "./attachment";
 import { ClientFrames, type FrameHost, type MultiplexFrames } from "./client-frames";
 import type { RoomCounters } from "./counters";
-import type { Cursor } from "./cursor";
+import type { Cursor, FollowAs } from "./cursor";
 import { Delivery, type LeaveCause } from "./delivery";
 import { Presence, type PresenceSink } from "./presence";
 import { SocketState, type RatePolicy } from "./socket-state";
 import { Stream, type MessageSource } from "./stream";
+import { ROOM_SHAPE, type StreamShape } from "./stream-shape";
 import { Sweeper, type SweeperHost } from "./sweeper";
 
 /** What a room's presence on this object needs beyond the engine: a sharded room counts members over several objects. */
@@ -38,6 +39,35 @@ export interface EngineHost extends SweeperHost, Omit<FrameHost, "persistAttachm
    */
   beforeFrame?(socket: SocketState): Promise<boolean>;
 }
+
+/** The heartbeat the runtime answers for the object without waking it: one request and its response per object. */
+export interface Heartbeat {
+  request: string;
+  response: string;
+}
+
+/**
+ * What an object whose sockets speak another protocol than this service's
+ * changes in the engine (the Pusher front door's hubs: pusher/pusher-dialect.ts).
+ * Everything else (windows, cursors, catch-up, presence, the sweep) is the same.
+ */
+export interface SocketDialect {
+  heartbeat: Heartbeat;
+  /** The code a socket is closed with, for each of CloseCode's (the engine speaks CloseCode). */
+  closeCode?(code: number): number;
+  /** For clients that do not acknowledge on their own: sends a request to, and marks it in the window (SendWindow.solicit). */
+  solicit?(socket: SocketState): void;
+  /** For clients that only speak after a quiet while: a sign of life is asked of one silent for half the idle timeout. */
+  nudge?(socket: SocketState): void;
+  /** Idle timeout, seconds, when not IDLE_TIMEOUT_SECONDS (a protocol whose clients ping less often). */
+  idleTimeoutSeconds?: number;
+  /** Events per frame, when not BATCH_MAX_EVENTS (1: a protocol without batches). */
+  maxEventsPerFrame?: number;
+}
+
+/** This service's protocol: `ping`, answered `pong`. */
+export const SERVICE_HEARTBEAT: Heartbeat = { request: PING, response: PONG };
+export const SERVICE_DIALECT: SocketDialect = { heartbeat: SERVICE_HEARTBEAT };
 
 /** A socket to accept: what the edge decided about it, where it resumes, and the history its seqs belong to. */
 export interface Admission {
@@ -70,9 +100,9 @@ export class SocketEngine {
   readonly #presences = new Map<Stream, Presence>();
   readonly delivery: Delivery;
   readonly sweeper: Sweeper;
-  readonly #frames: ClientFrames;
+  readonly frames: ClientFrames;
 
-  constructor(ctx: DurableObjectState, limits: Limits, counters: RoomCounters, host: EngineHost) {
+  constructor(ctx: DurableObjectState, limits: Limits, counters: RoomCounters, host: EngineHost, dialect: SocketDialect = SERVICE_DIALECT) {
     this.#ctx = ctx;
     this.#limits = limits;
     this.#counters = counters;
@@ -83,7 +113,9 @@ export class SocketEngine {
       {
         windowBytes: limits.WINDOW_BYTES,
         graceMs: limits.SLOW_GRACE_MS,
-        batch: { maxBytes: limits.BATCH_MAX_BYTES, maxEvents: limits.BATCH_MAX_EVENTS },
+        batch: { maxBytes: limits.BATCH_MAX_BYTES, maxEvents: dialect.maxEventsPerFrame ?? limits.BATCH_MAX_EVENTS },
+        ...(dialect.closeCode ? { closeCode: (code: number) => dialect.closeCode?.(code) ?? code } : {}),
+        ...(dialect.solicit ? { solicit: (socket: SocketState) => dialect.solicit?.(socket) } : {}),
       },
       {
         occupancyChanged: (connections) => host.occupancyChanged(connections),
@@ -94,7 +126,7 @@ export class SocketEngine {
         name: () => host.name(),
       },
     );
-    this.#frames = new ClientFrames(
+    this.frames = new ClientFrames(
       this.delivery,
       counters,
       { maxFrameBytes: limits.MAX_FRAME_BYTES, maxMessageBytes: limits.MAX_MESSAGE_BYTES, rate: this.#rate },
@@ -107,11 +139,21 @@ export class SocketEngine {
         persistAttachment: (socket) => socket.ws.serializeAttachment(socket.attachment),
         name: () => host.name(),
         multiplexed: host.multiplexed,
+        foreign: host.foreign,
       },
     );
-    this.sweeper = new Sweeper(ctx, this.delivery, counters, { idleTimeoutMs: limits.IDLE_TIMEOUT_SECONDS * 1000 }, host);
+    this.sweeper = new Sweeper(
+      ctx,
+      this.delivery,
+      counters,
+      {
+        idleTimeoutMs: (dialect.idleTimeoutSeconds ?? limits.IDLE_TIMEOUT_SECONDS) * 1000,
+        ...(dialect.nudge ? { nudge: (socket: SocketState) => dialect.nudge?.(socket) } : {}),
+      },
+      host,
+    );
     // Heartbeats are answered by the runtime, so a pinging client never wakes the object.
-    ctx.setWebSocketAutoResponse(new WebSocketRequestResponsePair(PING, PONG));
+    ctx.setWebSocketAutoResponse(new WebSocketRequestResponsePair(dialect.heartbeat.request, dialect.heartbeat.response));
   }
 
   /** Sockets on this object. */
@@ -121,11 +163,11 @@ export class SocketEngine {
 
   /**
    * A room whose sockets this object will hold, its messages read from
-   * `source`; `scoped` when its sockets are multiplexed connections (every
-   * event names the room).
+   * `source`, its events in `shape` (multiplexed connections: every event
+   * names the room).
    */
-  openStream(room: string, source: MessageSource, presence: PresenceHooks = {}, scoped = false, counters: RoomCounters | null = null): Stream {
-    const stream = new Stream(room, source, scoped, counters);
+  openStream(room: string, source: MessageSource, presence: PresenceHooks = {}, shape: StreamShape = ROOM_SHAPE, counters: RoomCounters | null = null): Stream {
+    const stream = new Stream(room, source, shape, counters);
     this.#presences.set(
       stream,
       new Presence(
@@ -158,11 +200,11 @@ export class SocketEngine {
   }
 
   /**
-   * Accepts a socket into `stream`: the welcome, then (for a resume) the
-   * messages after `since` from the source, or a `lost` event when the
+   * Accepts a socket into `stream`: the welcome, a `lost` event when the
    * socket's history is not the room's (its epoch changed, or it claims a seq
-   * from the future), or (without `since`, for `?rewind=N`) the last N
-   * messages the source holds; then the room's presence.
+   * from the future), the room's presence, then (for a resume) the messages
+   * after `since` from the source, or (without `since`, for `?rewind=N`) the
+   * last N messages the source holds.
    */
   async accept(stream: Stream, admission: Admission): Promise<Response> {
     const { socket, client } = this.#open(admission.attachment);
@@ -197,9 +239,8 @@ export class SocketEngine {
     return new Response(null, { status: 101, webSocket: client });
   }
 
-  /** Accepts a multiplexed connection: its welcome, and no room yet (it subscribes to them). */
-  async acceptConnection(attachment: SocketAttachment): Promise<Response> {
-    const { socket, client } = this.#open(attachment);
+  /** The welcome of a multiplexed connection of this service's protocol. */
+  connectionWelcome(): string {
     const welcome: ConnectionWelcomeEvent = {
       type: "welcome",
       window: this.#limits.WINDOW_BYTES,
@@ -208,7 +249,13 @@ export class SocketEngine {
       maxRooms: this.#limits.MAX_ROOMS_PER_CONNECTION,
       subscribeRate: { perSecond: this.#limits.SUBSCRIBES_PER_SECOND, burst: Math.max(1, this.#limits.SUBSCRIBE_BURST) },
     };
-    socket.ws.send(JSON.stringify(welcome));
+    return JSON.stringify(welcome);
+  }
+
+  /** Accepts a connection that follows rooms as it subscribes to them: its `welcome` text, and no room yet. */
+  async acceptConnection(attachment: SocketAttachment, welcome: string = this.connectionWelcome()): Promise<Response> {
+    const { socket, client } = this.#open(attachment);
+    socket.ws.send(welcome);
     this.delivery.join(socket);
     await this.sweeper.ensureAlarm();
     return new Response(null, { status: 101, webSocket: client });
@@ -216,14 +263,16 @@ export class SocketEngine {
 
   /**
    * A multiplexed connection follows `stream`: `subscribed` says where the room
-   * stands, then (for a resume) the messages after `since`, or `lost` when its
-   * history is not the room's; then the room's presence. Null when the socket
-   * did not survive the catch-up.
+   * stands, `lost` when its history is not the room's, the room's presence
+   * (where the socket is who `as` says, its own identity when absent), then
+   * (for a resume) the messages after `since`. Null when the socket did not
+   * survive the sends.
    */
-  subscribe(socket: SocketState, stream: Stream, resume: ResumePoint, epoch: string): Cursor | null {
+  subscribe(socket: SocketState, stream: Stream, resume: ResumePoint, epoch: string, as?: FollowAs): Cursor | null {
     const subscribed: SubscribedEvent = { type: "subscribed", room: stream.room, seq: stream.flushedSeq, epoch };
-    if (!this.delivery.sendControl(socket, JSON.stringify(subscribed))) return null;
-    return this.#follow(socket, stream, resume, epoch);
+    const text = stream.text(subscribed);
+    if (text !== null && !this.delivery.sendControl(socket, text)) return null;
+    return this.#follow(socket, stream, resume, epoch, null, as);
   }
 
   /** The connection stops following `cursor`'s room: `unsubscribed` (with why, when the server ended it), and it leaves the room's presence. */
@@ -233,7 +282,8 @@ export class SocketEngine {
     this.delivery.unfollow(cursor);
     this.#presences.get(stream)?.leave(cursor, Date.now());
     const unsubscribed: UnsubscribedEvent = { type: "unsubscribed", room: stream.room, ...(why ? { code: why.code, reason: why.reason } : {}) };
-    this.delivery.sendControl(socket, JSON.stringify(unsubscribed));
+    const text = stream.text(unsubscribed, cursor);
+    if (text !== null) this.delivery.sendControl(socket, text);
   }
 
   /** A new socket, accepted with the Hibernation API, its attachment written. */
@@ -249,23 +299,28 @@ export class SocketEngine {
   /**
    * The socket follows `stream` from where it asks to resume, or from the
    * room's present; one from another history (or from the future) starts
-   * level, told what it lost. Then the room's presence.
+   * level, told what it lost. Then the room's presence, then catch-up.
    */
-  #follow(socket: SocketState, stream: Stream, resume: ResumePoint, epoch: string, rewindStart: number | null = null): Cursor | null {
+  #follow(socket: SocketState, stream: Stream, resume: ResumePoint, epoch: string, rewindStart: number | null = null, as?: FollowAs): Cursor | null {
     const latest = stream.flushedSeq;
     let start = rewindStart ?? latest;
     if (resume.since !== null) {
       if ((resume.epoch !== null && resume.epoch !== epoch) || resume.since > latest) {
         const lost: LostEvent = { type: "lost", reason: "epoch", from: 1, to: latest };
-        if (!this.delivery.sendControl(socket, JSON.stringify(stream.label(lost)))) return null;
+        const text = stream.text(lost);
+        if (text !== null && !this.delivery.sendControl(socket, text)) return null;
       } else {
         start = resume.since;
       }
     }
-    const cursor = this.delivery.follow(socket, stream, start, Date.now());
-    // A failed send during catch-up forgets the socket; it is not a member then.
-    if (cursor) this.presence(stream).join(cursor);
-    return cursor;
+    const now = Date.now();
+    const cursor = this.delivery.follow(socket, stream, start, now, as);
+    // The presence picture first, then a resume's or a rewind's messages: presence has no seq,
+    // and catch-up may take many windows, each waiting for an ack.
+    this.presence(stream).join(cursor);
+    if (cursor.behind && this.delivery.holds(socket)) this.delivery.catchUp(cursor, now);
+    // A failed send forgets the socket (and it leaves the room's presence).
+    return this.delivery.holds(socket) ? cursor : null;
   }
 
   /**
@@ -275,19 +330,21 @@ export class SocketEngine {
    * the close handshake); those are not here any more. Presence is rebuilt
    * from their identities without telling anyone.
    */
-  restore(place: (attachment: SocketAttachment) => readonly { stream: Stream; seq: number }[] | null): SocketState[] {
+  restore(place: (attachment: SocketAttachment, ws: WebSocket) => readonly { stream: Stream; seq: number; as?: FollowAs }[] | null): SocketState[] {
     const restored: SocketState[] = [];
     const now = Date.now();
     for (const ws of this.#ctx.getWebSockets()) {
       const attachment = ws.deserializeAttachment() as SocketAttachment | null;
       if (!attachment || ws.readyState !== WebSocket.OPEN) continue;
-      const places = place(attachment);
+      const places = place(attachment, ws);
       if (!places) continue;
       const socket = new SocketState(ws, attachment);
       this.delivery.join(socket);
       for (const at of places) {
-        const cursor = this.delivery.follow(socket, at.stream, at.seq, now);
-        if (cursor) this.presence(at.stream).restore(cursor);
+        if (!this.delivery.holds(socket)) break;
+        const cursor = this.delivery.follow(socket, at.stream, at.seq, now, at.as);
+        this.presence(at.stream).restore(cursor);
+        if (cursor.behind) this.delivery.catchUp(cursor, now);
       }
       restored.push(socket);
     }
@@ -301,7 +358,7 @@ export class SocketEngine {
     const socket = this.delivery.get(ws);
     if (!socket) return;
     if (this.#host.beforeFrame && !(await this.#host.beforeFrame(socket))) return;
-    await this.#frames.handle(socket, message);
+    await this.frames.handle(socket, message);
   }
 
   /** The Hibernation API's `webSocketClose`. */

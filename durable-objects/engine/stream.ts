@@ -1,6 +1,7 @@
 import type { RoomCounters } from "./counters";
 import type { BatchLimits, Run } from "./frames";
 import type { Cursor } from "./cursor";
+import { ROOM_SHAPE, type StreamEvent, type StreamShape } from "./stream-shape";
 
 /** What a catch-up read returned. */
 export interface SourceRead {
@@ -42,12 +43,12 @@ export class Stream {
   readonly room: string;
   readonly source: MessageSource;
   /**
-   * Whether its events name the room (`"room": ...`): on a multiplexed
-   * connection every event does; on a room's own socket none does. The
-   * source's messages already carry it then (the object that follows the
-   * room stores them so).
+   * How its events look on its sockets' wire: with the room's name in every
+   * event on a multiplexed connection, without it on a room's own socket,
+   * Pusher's on the Pusher front door. The source's messages are already in
+   * that shape (the object that follows the room stores them so).
    */
-  readonly scoped: boolean;
+  readonly shape: StreamShape;
   /** The cursors of this room on this object, by socket. */
   readonly cursors = new Map<WebSocket, Cursor>();
   /** Highest seq handed to the live path; new sockets start level with it. */
@@ -57,19 +58,17 @@ export class Stream {
   /** Where deliveries of this room are counted, when not in the object's own counters (an object that follows many rooms counts each apart). */
   readonly counters: RoomCounters | null;
 
-  constructor(room: string, source: MessageSource, scoped = false, counters: RoomCounters | null = null) {
+  constructor(room: string, source: MessageSource, shape: StreamShape = ROOM_SHAPE, counters: RoomCounters | null = null) {
     this.room = room;
     this.source = source;
-    this.scoped = scoped;
+    this.shape = shape;
     this.counters = counters;
     this.flushedSeq = source.seq;
   }
 
-  /** `event` as this stream's sockets get it: with the room's name right after its type when the stream is scoped. */
-  label<T extends { type: string }>(event: T): T | (T & { room: string }) {
-    if (!this.scoped) return event;
-    const { type, ...rest } = event;
-    return { type, room: this.room, ...rest } as T & { room: string };
+  /** `event` as text for `cursor`'s socket (null: this stream's sockets are not told of it). */
+  text(event: StreamEvent, cursor: Cursor | null = null): string | null {
+    return this.shape.event(event, cursor);
   }
 
   /** The source starts over (the room gave its storage back, or a leaf restarted): so does the live path. */

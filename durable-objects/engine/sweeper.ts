@@ -2,10 +2,18 @@ import { CloseCode } from "../../protocol";
 import { logEvent } from "../../common/log";
 import type { RoomCounters } from "./counters";
 import type { Delivery } from "./delivery";
+import type { SocketState } from "./socket-state";
 
 export interface SweeperOptions {
-  /** IDLE_TIMEOUT_SECONDS in ms (0 = never reap); also the interval of the sweep alarm. */
+  /** IDLE_TIMEOUT_SECONDS in ms (0 = never reap); also the interval of the sweep alarm, unless `nudge` is set. */
   idleTimeoutMs: number;
+  /**
+   * For sockets whose clients only speak when they have heard nothing for a while (Pusher's
+   * ping after its activity timeout): a socket silent for half the idle timeout is asked for
+   * a sign of life, so one that reads a busy room without a word is not taken for dead. The
+   * sweep then runs every half timeout, so a nudged socket has that long to answer.
+   */
+  nudge?: (socket: SocketState) => void;
 }
 
 /** What the sweep asks of the object it runs in. */
@@ -79,6 +87,8 @@ export class Sweeper {
         logEvent("kick", { room: this.#host.name(), socket: attachment.id, reason: "idle_timeout" });
         this.#counters.refused("idle_timeout");
         this.#delivery.close(ws, CloseCode.IDLE_TIMEOUT, "no heartbeat");
+      } else if (this.#options.nudge && now - last > timeoutMs / 2) {
+        this.#options.nudge(socket);
       }
     }
   }
@@ -117,7 +127,8 @@ export class Sweeper {
   /** When an alarm is wanted that is not yet scheduled (null: none, or one due no later). */
   #unscheduled(now: number): number | null {
     const live = this.#live();
-    const sweep = live && this.#options.idleTimeoutMs > 0 ? now + this.#options.idleTimeoutMs : null;
+    const interval = this.#options.nudge ? this.#options.idleTimeoutMs / 2 : this.#options.idleTimeoutMs;
+    const sweep = live && interval > 0 ? now + interval : null;
     const work = this.#host.alarmWanted(now, live);
     const want = sweep === null ? work : work === null ? sweep : Math.min(sweep, work);
     if (want === null || (this.#alarmAt !== 0 && this.#alarmAt <= want)) return null;

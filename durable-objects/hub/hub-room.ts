@@ -2,6 +2,7 @@ import type { LeafReport, LeafSnapshot } from "../leaf/rpc";
 import { RoomFollower, type FollowerHost } from "../leaf/follower";
 import { LeafReports, type ReportSource } from "../leaf/leaf-reports";
 import { MEMORY_ONLY, RoomCounters } from "../engine/counters";
+import type { StreamShape } from "../engine/stream-shape";
 import type { SocketEngine } from "../engine/socket-engine";
 import type { Room } from "../room/room";
 
@@ -28,7 +29,7 @@ export class HubRoom implements ReportSource {
   readonly #host: HubRoomHost;
   readonly #startedAt = Date.now();
 
-  constructor(room: string, host: HubRoomHost, limits: { maxMessages: number; batch: { maxBytes: number; maxEvents: number } }) {
+  constructor(room: string, host: HubRoomHost, shape: StreamShape, limits: { maxMessages: number; batch: { maxBytes: number; maxEvents: number } }) {
     this.room = room;
     this.#host = host;
     this.#reports = new LeafReports(this.counters, this);
@@ -36,7 +37,7 @@ export class HubRoom implements ReportSource {
       room,
       host.engine,
       this.counters,
-      { maxMessages: limits.maxMessages, batch: limits.batch, scoped: true, counters: this.counters },
+      { maxMessages: limits.maxMessages, batch: limits.batch, shape, counters: this.counters },
       host,
       { memberChanged: (id, view) => this.#reports.memberChanged(id, view) },
     );

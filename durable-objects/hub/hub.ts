@@ -11,6 +11,14 @@ import { HubCore } from "./hub-core";
  * connection across its rooms. Its name is `hub-<n>`; it stores nothing.
  *
  * Its face is every follower's (leaf/follower-object.ts); hub-core.ts wires its parts.
+ *
+ * @example
+ * ```ts
+ * // Exported from the worker and bound as HUBS in wrangler.toml; without it, `GET /ws` answers 404.
+ * export { RoomHub } from "edge-fanout";
+ * ```
+ *
+ * @see docs/multiplexing.md
  */
 export class RoomHub extends FollowerObject<HubCore> {
   constructor(ctx: DurableObjectState, env: Record<string, unknown>) {

@@ -3,9 +3,10 @@ import { logEvent } from "../../common/log";
 import type { RoomCounters } from "../engine/counters";
 import type { Delivery } from "../engine/delivery";
 import { cutFrame, runOf, type BatchLimits } from "../engine/frames";
-import { scopedMessage, type Message } from "../engine/message";
+import type { Message } from "../engine/message";
 import type { PresenceHooks, SocketEngine } from "../engine/socket-engine";
 import type { Stream } from "../engine/stream";
+import type { StreamShape } from "../engine/stream-shape";
 import type { Room } from "../room/room";
 import { MessageRing } from "./ring";
 import type { LeafBatch, LeafHistory, LeafStart, LostRange } from "./rpc";
@@ -33,8 +34,8 @@ export interface FollowerHost {
 export interface FollowOptions {
   maxMessages: number;
   batch: BatchLimits;
-  /** Its sockets are multiplexed connections: every event names the room. */
-  scoped: boolean;
+  /** How the room's events look on this object's sockets (multiplexed connections: every event names the room). */
+  shape: StreamShape;
   /** The room's own counters on this object (null: the object's). */
   counters: RoomCounters | null;
 }
@@ -87,9 +88,9 @@ export class RoomFollower {
     this.#counters = options.counters ?? counters;
     this.#batch = options.batch;
     this.#host = host;
-    this.#shape = options.scoped ? (message) => scopedMessage(room, message) : (message) => message;
+    this.#shape = (message) => options.shape.message(message);
     this.ring = new MessageRing({ maxMessages: options.maxMessages, maxBytes: RING_MAX_BYTES, backfillBytes: FETCH_BYTES }, (from) => this.#fetch(from));
-    this.stream = engine.openStream(room, this.ring, presence, options.scoped, options.counters);
+    this.stream = engine.openStream(room, this.ring, presence, options.shape, options.counters);
   }
 
   get epoch(): string {
@@ -113,6 +114,8 @@ export class RoomFollower {
     this.#expected = null;
     this.#epoch = start.epoch;
     this.ring.reset(start.seq);
+    // A cache channel's last event, for the subscribers that ask for it first.
+    if (start.last?.seq === start.seq) this.ring.backfill([this.#shape(start.last)], null);
     for (const cursor of this.stream.cursors.values()) cursor.sentSeq = start.seq;
     this.stream.reset();
     this.#known = true;
@@ -188,10 +191,11 @@ export class RoomFollower {
   /** History lost seqs `from`..`to` before this follower had them: cursors level here are told, as catch-up tells a cursor. */
   #skipLost(from: number, to: number): void {
     const level = this.ring.seq;
-    const text = JSON.stringify(this.stream.label({ type: "lost", reason: "history", from, to } satisfies LostEvent));
+    const lost: LostEvent = { type: "lost", reason: "history", from, to };
     for (const cursor of [...this.stream.cursors.values()]) {
       if (cursor.sentSeq !== level || cursor.behind) continue;
-      if (!this.#delivery.sendControl(cursor.socket, text)) continue;
+      const text = this.stream.text(lost, cursor);
+      if (text !== null && !this.#delivery.sendControl(cursor.socket, text)) continue;
       cursor.sentSeq = to;
       this.#counters.lost(to - from + 1);
     }

@@ -11,6 +11,7 @@ import type { PublishOutcome, RetryKey } from "../engine/publish-outcome";
 import { SocketEngine, type EngineHost } from "../engine/socket-engine";
 import { highestMark, SocketMark, type MarkedAttachment } from "../engine/socket-mark";
 import type { SocketState } from "../engine/socket-state";
+import { ROOM_SHAPE } from "../engine/stream-shape";
 import type { Room } from "../room/room";
 import { RoomFollower, type FollowerHost } from "./follower";
 import { endNameless, type FollowerCore } from "./follower-object";
@@ -61,7 +62,7 @@ export class LeafCore implements EngineHost, FollowerHost, ReportSource, Followe
       this.engine,
       this.#counters,
       // As far back as the room's history reaches (its HISTORY_RULES rule, by its name).
-      { maxMessages: retentionFor(this.room, historyRules(env), limits).maxMessages, batch: { maxBytes: limits.BATCH_MAX_BYTES, maxEvents: limits.BATCH_MAX_EVENTS }, scoped: false, counters: null },
+      { maxMessages: retentionFor(this.room, historyRules(env), limits).maxMessages, batch: { maxBytes: limits.BATCH_MAX_BYTES, maxEvents: limits.BATCH_MAX_EVENTS }, shape: ROOM_SHAPE, counters: null },
       this,
       // The leaf's members go to the root in reports; the room's roster comes back with pushes.
       { memberChanged: (id, view) => this.#reports.memberChanged(id, view) },

@@ -9,6 +9,14 @@ import { LeafCore } from "./leaf-core";
  * Its name is `<room>/<index>`; it stores nothing.
  *
  * Its face is every follower's (follower-object.ts); leaf-core.ts wires its parts.
+ *
+ * @example
+ * ```ts
+ * // Exported from the worker and bound as LEAVES (in a migration of its own) in wrangler.toml.
+ * export { RoomLeaf } from "edge-fanout";
+ * ```
+ *
+ * @see docs/sharded-rooms.md
  */
 export class RoomLeaf extends FollowerObject<LeafCore> {
   constructor(ctx: DurableObjectState, env: Record<string, unknown>) {

@@ -18,6 +18,11 @@ export interface LeafStart {
   members: number;
   /** The room's roster (its members over every object, or only their count above the cap). */
   roster: Roster;
+  /**
+   * A Pusher cache channel's room: its message `seq`, when its history still holds it, so that
+   * a hub that just started following can hand a new subscriber the channel's last event.
+   */
+  last?: Message;
 }
 
 /** A range of seqs the root's history no longer holds. */

@@ -7,7 +7,7 @@ import { logEvent } from "../../common/log";
  * answer to each new HTTP publish that long after its row is durable, having
  * logged `fault_hold` with the room and seq. A test that sees the line knows the
  * publish is committed and its answer not yet sent, and can kill workerd right
- * there (test/node/publish-retry.test.ts). Unset, the room gets null and its
+ * there (test/service/publish-retry.test.ts). Unset, the room gets null and its
  * publish path does nothing for it.
  */
 export type AnswerHold = (room: string, seq: number) => Promise<void>;

@@ -151,7 +151,11 @@ export class HookRunner<Data extends object = JsonObject> implements FrameHooks 
     const socket = origin.kind === "socket" ? origin.socket.attachment.id : undefined;
     try {
       const source: PublishSource<Data> =
-        origin.kind === "socket" ? { kind: "socket", connection: this.connection(origin.socket) } : { kind: origin.kind };
+        origin.kind === "socket"
+          ? { kind: "socket", connection: this.connection(origin.socket) }
+          : origin.kind === "pusher"
+            ? { kind: "pusher", event: origin.event }
+            : { kind: origin.kind };
       const request: PublishRequest<Data> = { room: this.#room.roomName(), data: data === undefined ? JSON.parse(dataJson) : data, source };
       const decision: unknown = await hook(request);
       if (decision === undefined || decision === null) return { ok: true, dataJson };

@@ -15,6 +15,8 @@
  * - Objects hibernate, so a subclass's fields do not outlive an idle minute:
  *   keep per-socket state in `connection.data` (it survives hibernation) and
  *   per-room state in `this.ctx.storage`.
+ *
+ * @see docs/hooks.md
  */
 import type { CustomServerEvent, CustomClientFrame, JsonObject } from "../../protocol";
 
@@ -22,6 +24,7 @@ export type { JsonObject, JsonValue } from "../../protocol";
 
 /** Who a socket is in the room's presence, as the edge decided it (a token's `sub` and `info`, or an open-mode name). */
 export interface MemberView {
+  /** The member's id: the token's `sub`, or the open-mode name. Several sockets may share it. */
   readonly id: string;
   /** Member data: the token's `info` claim, or `?info=` in open mode; undefined when there is none. */
   readonly info: unknown;
@@ -33,12 +36,26 @@ export interface MemberView {
 // Connections
 // ---------------------------------------------------------------------------
 
-/** Close codes a hook may close a socket with: they all mean something to clients (docs/protocol.md). */
+/** Close codes a hook may close a socket with: they all mean something to clients (docs/protocol.md#close-codes). */
 export type HookCloseCode = 1000 | 1013 | 4001 | 4003;
 
 /**
  * One socket of the room, as hooks see it. A view, made for each hook call:
  * keep its `id`, not the object, to find the socket again later.
+ *
+ * @example
+ * ```ts
+ * class QuizRoom extends Room<FanoutEnv, { score: number }> {
+ *   protected override onClientFrame(connection: Connection<{ score: number }>, frame: CustomClientFrame): void {
+ *     if (frame.type !== "x-answer") return;
+ *     const score = (connection.data?.score ?? 0) + 1;
+ *     connection.setData({ score });
+ *     connection.send({ type: "x-score", score });
+ *   }
+ * }
+ * ```
+ *
+ * @see docs/hooks.md#what-a-hook-works-with
  */
 export interface Connection<Data extends object = JsonObject> {
   /** The socket's id (a UUID), stable for its whole life, hibernation included. */
@@ -63,6 +80,8 @@ export interface Connection<Data extends object = JsonObject> {
    * Replaces the socket's data; it is written to the socket's attachment, so
    * it survives hibernation. Throws a TypeError for data that is not a JSON
    * object, a RangeError above MAX_CONNECTION_DATA_BYTES (4 KiB) as JSON.
+   *
+   * @param data the new data, or null to drop it.
    */
   setData(data: Data | null): void;
   /**
@@ -70,13 +89,18 @@ export interface Connection<Data extends object = JsonObject> {
    * start with `x-` (CUSTOM_TYPE_PATTERN; TypeError otherwise) and it must fit
    * in MAX_MESSAGE_BYTES as JSON (RangeError otherwise). Such events are not
    * messages: no seq, no history, no window, and nothing resends them after a
-   * reconnect; for what every socket must see, publish a message. Returns
-   * false when the socket is no longer open.
+   * reconnect; for what every socket must see, publish a message.
+   *
+   * @param event the event, `{ type: "x-...", ... }`.
+   * @returns false when the socket is no longer open.
    */
   send(event: CustomServerEvent): boolean;
   /**
    * Closes the socket; `onClose` follows. 1000 and 4003 tell clients not to
    * reconnect, 4001 to come back with a new token, 1013 to retry later.
+   *
+   * @param [code=1000] the close code.
+   * @param [reason=""] words for the client, cut to 123 bytes.
    */
   close(code?: HookCloseCode, reason?: string): void;
 }
@@ -89,6 +113,7 @@ export interface Connection<Data extends object = JsonObject> {
 export interface ConnectRequest {
   /** The id the socket will have (Connection.id). */
   readonly id: string;
+  /** The room's name. */
   readonly room: string;
   /** Who the socket is in presence, as the edge decided from its token (or open-mode name). */
   readonly member: MemberView | null;
@@ -117,14 +142,21 @@ export type ConnectRefusalCode = "forbidden" | "unauthorized" | "try_again_later
 export interface ConnectAccept<Data extends object = JsonObject> {
   /** Attached to the socket for its whole life (a JSON object, at most MAX_CONNECTION_DATA_BYTES as JSON). */
   data?: Data;
-  /** False makes the socket listen-only. True cannot grant what the edge refused (a token without `pub`). */
+  /**
+   * False makes the socket listen-only. True cannot grant what the edge refused
+   * (a token without `pub`); absent, the edge's decision stands.
+   */
   canPublish?: boolean;
 }
 
 /** Refuses the socket; `refuse` is the reason it is told (at most 123 bytes of it fit a close frame). */
 export interface ConnectRefusal {
+  /** Why, in words for the client: the close reason, or the HTTP body's `message`. */
   refuse: string;
-  /** Default `forbidden`. */
+  /**
+   * How the client hears the refusal (see ConnectRefusalCode).
+   * @default "forbidden"
+   */
   code?: ConnectRefusalCode;
 }
 
@@ -153,13 +185,21 @@ export type PublishSource<Data extends object = JsonObject> =
    * A multiplexed connection (`GET /ws`, docs/multiplexing.md), which lives on
    * a hub object: there is no connection here either.
    */
-  | { readonly kind: "multiplexed" };
+  | { readonly kind: "multiplexed" }
+  /**
+   * The Pusher front door (docs/pusher.md): an event triggered over its HTTP API, or a
+   * client event of a Pusher connection (`event` names it; a Pusher connection lives on a
+   * hub, so there is no connection here).
+   */
+  | { readonly kind: "pusher"; readonly event: string };
 
 /** A message about to be published: `beforePublish` sees it before it has a seq. */
 export interface PublishRequest<Data extends object = JsonObject> {
+  /** The room's name. */
   readonly room: string;
   /** The message's data, parsed from its JSON. Changing it changes nothing: return `{ data }` to publish something else. */
   readonly data: unknown;
+  /** Who publishes: a socket of this room (with its connection), HTTP, a broadcast, a leaf, a hub or the Pusher front door. */
   readonly source: PublishSource<Data>;
 }
 
@@ -175,13 +215,18 @@ export type PublishRefusalCode = "bad_request" | "forbidden" | "rate_limited";
 
 /** Publishes `data` instead of what was sent (a JSON value of at most MAX_MESSAGE_BYTES as JSON, else 413 `too_large`). */
 export interface PublishTransform {
+  /** What to publish instead. */
   data: unknown;
 }
 
 /** Refuses the message; `refuse` is the message its publisher is told. */
 export interface PublishRefusal {
+  /** Why, in words for the publisher: the body's or the `error` event's `message`. */
   refuse: string;
-  /** Default `bad_request`. */
+  /**
+   * How the publisher hears the refusal (see PublishRefusalCode).
+   * @default "bad_request"
+   */
   code?: PublishRefusalCode;
 }
 
@@ -195,7 +240,9 @@ export type PublishDecision = void | PublishTransform | PublishRefusal;
 
 /** How a socket ended, as `onClose` hears it. */
 export interface CloseInfo {
+  /** The close code (1006 when the connection failed without a close). */
   readonly code: number;
+  /** The close's reason text (for a failed connection, the error's words). */
   readonly reason: string;
   /**
    * `client`: the client closed it; `room`: the room did (idle sweep, slow

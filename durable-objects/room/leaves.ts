@@ -1,11 +1,11 @@
 import type { RoomCounterValues } from "../../protocol";
 import { zeroCounters } from "../../common/counters";
-import { HUB_FOLLOWER_BASE, hubName, isHubFollower, leafName, PLACEMENT_HEADER, type Placement } from "../../common/edge-requests";
+import { leafName, PLACEMENT_HEADER, type Placement } from "../../common/edge-requests";
+import { followerAt, hubName, isLeaf, type FollowerKind } from "../../common/followers";
 import { logEvent } from "../../common/log";
 import type { Message } from "../engine/message";
 import type { Roster } from "../engine/presence";
 import type { MessageSource } from "../engine/stream";
-import type { RoomHub } from "../hub/hub";
 import type { RoomLeaf } from "../leaf/leaf";
 import type { LeafHistory, LeafMember, LeafReport, LeafSnapshot, LeafStart, LostRange } from "../leaf/rpc";
 import { LeafLink, type FollowerStub, type LinkHost } from "./leaf-link";
@@ -26,9 +26,9 @@ export interface LeavesOptions {
 /** What the leaves need from the root. */
 export interface LeavesHost {
   roomName(): string;
-  /** The LEAVES and HUBS bindings (either may be absent). */
+  /** The LEAVES binding and the bindings of each kind of hub (any may be absent). */
   namespace(): DurableObjectNamespace<RoomLeaf> | null;
-  hubs(): DurableObjectNamespace<RoomHub> | null;
+  hubs(kind: Exclude<FollowerKind, "leaf">): DurableObjectNamespace | null;
   /** The room's epoch (handed to clients through the leaves, so it is stored from now on). */
   epoch(): string;
   latest(): number;
@@ -276,7 +276,7 @@ export class Leaves {
 
   /** Closes every socket of every leaf (a restart of the service); returns how many. Hubs hold other rooms too: they close their own. */
   async shutdown(code: number, reason: string): Promise<number> {
-    const leaves = [...this.#links.values()].filter((link) => !isHubFollower(link.index));
+    const leaves = [...this.#links.values()].filter((link) => isLeaf(link.index));
     const results = await Promise.allSettled(leaves.map((link) => (link.stub as unknown as LeafOnly).shutdown(code, reason)));
     let closed = 0;
     for (const result of results) if (result.status === "fulfilled") closed += result.value as number;
@@ -286,7 +286,7 @@ export class Leaves {
   /** Test and operations hook: the leaf's object is aborted, as a crash would (its sockets drop). */
   async abortLeaf(index: number): Promise<boolean> {
     const link = this.#links.get(index);
-    if (!link || isHubFollower(index)) return false;
+    if (!link || !isLeaf(index)) return false;
     try {
       await (link.stub as unknown as LeafOnly).abort();
     } catch {
@@ -298,10 +298,11 @@ export class Leaves {
   // -------------------------------------------------------------------------
 
   #stub(index: number): FollowerStub {
-    if (isHubFollower(index)) {
-      const hubs = this.#host.hubs();
-      if (!hubs) throw new Error("no HUBS binding");
-      return hubs.get(hubs.idFromName(hubName(index - HUB_FOLLOWER_BASE))) as unknown as FollowerStub;
+    const follower = followerAt(index);
+    if (follower.kind !== "leaf") {
+      const hubs = this.#host.hubs(follower.kind);
+      if (!hubs) throw new Error(`no namespace for ${follower.kind} hubs`);
+      return hubs.get(hubs.idFromName(hubName(follower.kind, follower.n))) as unknown as FollowerStub;
     }
     const namespace = this.#host.namespace();
     if (!namespace) throw new Error("no LEAVES binding");
@@ -311,14 +312,14 @@ export class Leaves {
   /** Leaves the room has (followers that hold its own sockets, not hubs). */
   #leafCount(): number {
     let count = 0;
-    for (const index of this.#links.keys()) if (!isHubFollower(index)) count += 1;
+    for (const index of this.#links.keys()) if (isLeaf(index)) count += 1;
     return count;
   }
 
   /** Sockets on the room's leaves. */
   #leafConnections(): number {
     let sum = 0;
-    for (const link of this.#links.values()) if (!isHubFollower(link.index)) sum += link.connections;
+    for (const link of this.#links.values()) if (isLeaf(link.index)) sum += link.connections;
     return sum;
   }
 
@@ -341,7 +342,7 @@ export class Leaves {
     const out: { index: number; free: number }[] = [];
     const now = Date.now();
     for (const link of this.#links.values()) {
-      if (link.failingSince !== null || isHubFollower(link.index)) continue;
+      if (link.failingSince !== null || !isLeaf(link.index)) continue;
       // Grants the edge did not use lapse with their placement.
       if (link.placedUntil < now) link.placed = 0;
       const free = limit - link.connections - link.placed;

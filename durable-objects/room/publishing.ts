@@ -3,13 +3,18 @@ import { logEvent } from "../../common/log";
 import type { RoomCounters } from "../engine/counters";
 import type { Delivery } from "../engine/delivery";
 import { cutFrame, runOf, type BatchLimits, type Run } from "../engine/frames";
-import { messageEvent, TagSource, type Message } from "../engine/message";
+import { messageEvent, TagSource, type Message, type MessageFields } from "../engine/message";
 import type { PublishOutcome, PublishResult } from "../engine/publish-outcome";
 import type { Stream } from "../engine/stream";
 import type { RoomHistory } from "./room-history";
 import type { IdempotencyKeys } from "./idempotency-keys";
 import type { KeyedPublish, PublishKeys } from "./publish-keys";
 
+/**
+ * How a publish reached the room (`Room.publish`, the RPC the worker and the coordinator call).
+ *
+ * @see docs/history.md#idempotent-publishes
+ */
 export interface PublishOptions {
   /** A broadcast's key, kept a day in the room's key table (idempotency-keys.ts). */
   idempotencyKey?: string;
@@ -19,11 +24,14 @@ export interface PublishOptions {
    */
   retryKey?: string;
   /**
-   * Who publishes, as the room's beforePublish hook is told: an HTTP publish
-   * (the default), a broadcast, a socket on one of the room's leaves, or a
-   * multiplexed connection (it lives on a hub).
+   * Who publishes, as the room's beforePublish hook is told: an HTTP publish,
+   * a broadcast, a socket on one of the room's leaves, a multiplexed
+   * connection (it lives on a hub), or the Pusher front door.
+   * @default "http"
    */
-  source?: "http" | "broadcast" | "leaf" | "multiplexed";
+  source?: "http" | "broadcast" | "leaf" | "multiplexed" | "pusher";
+  /** What the message carries besides its data when it came through the Pusher front door (its event name, the socket it skips). */
+  fields?: MessageFields;
 }
 
 /** What a flush tells the room around it. */
@@ -155,7 +163,7 @@ export class Publishing {
       if (prior) return prior;
     }
     const seq = ++this.#assigned;
-    const pending: Pending = { message: messageEvent(seq, dataJson, Date.now(), this.#tags.next()), key, retry: keyed, recipients: 0 };
+    const pending: Pending = { message: messageEvent(seq, dataJson, Date.now(), this.#tags.next(), options.fields), key, retry: keyed, recipients: 0 };
     this.#pending.push(pending);
     if (key !== undefined) this.#pendingKeys.set(key, seq);
     if (keyed) this.#pendingRetries.set(keyed.id, { seq, bodyHash: keyed.bodyHash });

@@ -1,7 +1,9 @@
 import { resumePointOf, type PresencePage, type RoomCounterValues, type RoomStats, type RootRequests } from "../../protocol";
 import { LEAF_FULL_HEADER } from "../../common/edge-requests";
+import { followerAt, type FollowerKind } from "../../common/followers";
+import { isCacheChannelRoom, isPrivatePusherRoom } from "../../protocol/pusher";
 import { logEvent } from "../../common/log";
-import { accessSettings, historyRules, readLimits, webhookSettings, type Limits } from "../../common/settings";
+import { accessSettings, historyRules, readLimits, type Limits } from "../../common/settings";
 import { MEMORY_HISTORY_MAX_BYTES, retentionFor, type Retention } from "../../common/retention";
 import { utf8Length } from "../../common/utf8";
 import { bodyHash } from "../../common/body-hash";
@@ -13,11 +15,11 @@ import type { LeaveCause } from "../engine/delivery";
 import type { Message } from "../engine/message";
 import type { Roster } from "../engine/presence";
 import type { PublishOutcome, PublishResult, RetryKey } from "../engine/publish-outcome";
+import type { PublishOrigin } from "../engine/frame-hooks";
 import { SocketEngine, type EngineHost } from "../engine/socket-engine";
 import { highestMark, SocketMark, type MarkedAttachment } from "../engine/socket-mark";
 import type { SocketState } from "../engine/socket-state";
 import type { Stream } from "../engine/stream";
-import type { RoomHub } from "../hub/hub";
 import type { RoomLeaf } from "../leaf/leaf";
 import type { LeafHistory, LeafMember, LeafReport, LeafStart, LostRange } from "../leaf/rpc";
 import { deepFreeze } from "./connection-data";
@@ -38,6 +40,7 @@ import { RoomMembers } from "./room-members";
 import { roomStats } from "./room-stats";
 import { StorageReclaim, type ReclaimHost } from "./storage-reclaim";
 import { Webhooks } from "./webhooks";
+import { webhookTarget } from "./webhook-target";
 
 /** Largest answer to one leaf's history request. */
 const LEAF_HISTORY_MAX_BYTES = 4 * 1024 * 1024;
@@ -79,9 +82,13 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   readonly #members: RoomMembers;
   readonly #leaves: Leaves;
   readonly #reclaim: StorageReclaim;
-  /** The room's webhooks; null when WEBHOOK_URL is not set (nothing is recorded). */
+  /** The room's webhooks; null when the room has no webhook target (nothing is recorded: webhook-target.ts). */
   readonly #webhooks: Webhooks | null;
   readonly #instanceStartedAt = Date.now();
+  /** Whether the room is a Pusher cache channel's: its last message goes to the hubs that start following it. */
+  readonly #cacheChannel: boolean;
+  /** Whether the room is a channel's that Pusher keeps private: open mode never opens it. */
+  readonly #privatePusherRoom: boolean;
   /** Whether this instance has told the directory that the room holds storage. */
   #listed = false;
   /** Whether a roster update for the room's own sockets is queued. */
@@ -104,6 +111,8 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     this.#room = ctx.id.name ?? this.#meta.get(NAME_KEY) ?? "";
     if (this.#room === "") logEvent("error", { where: "room", problem: "the object has no name: rooms must be addressed with idFromName" });
     this.retention = retentionFor(this.#room, historyRules(env), limits);
+    this.#cacheChannel = isCacheChannelRoom(this.#room);
+    this.#privatePusherRoom = isPrivatePusherRoom(this.#room);
     const maxAgeMs = this.retention.maxAgeSeconds * 1000;
     this.#history = this.retention.store
       ? new History(ctx.storage, this.#meta, { maxMessages: this.retention.maxMessages, maxAgeMs })
@@ -164,9 +173,9 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     this.#publishing = new Publishing({ history: this.#history, keys: this.#keys, publishKeys: this.#publishKeys }, delivery, this.#stream, this.counters, limits, this);
     this.#reclaim = new StorageReclaim(this, maxAgeMs);
     // Before the sockets are restored: the webhooks read what the receiver was told, and the restored members confirm it.
-    const webhooks = webhookSettings(env);
-    this.#webhooks = webhooks
-      ? new Webhooks(ctx.storage, { settings: webhooks, secret: accessSettings(env).webhookSecret, limits, sharded: this.#leaves.size > 0 }, this.counters, {
+    const target = webhookTarget(this.#room, env);
+    this.#webhooks = target
+      ? new Webhooks(ctx.storage, { target, limits, sharded: this.#leaves.size > 0 }, this.counters, {
           roomName: () => this.#room,
           // Asked inside a flush, whose transaction stores the epoch with its first message.
           epoch: () => this.#history.epoch,
@@ -231,6 +240,11 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   /** Publishes one message (RPC from the worker, a coordinator shard, or a leaf), through beforePublish when the room has it. */
   async publish(dataJson: string, options: PublishOptions): Promise<PublishOutcome> {
     this.requests.publishes += 1;
+    // A broadcast in open mode reaches every room but those of channels Pusher keeps private (docs/pusher.md#isolation).
+    if (options.source === "broadcast" && this.#privatePusherRoom && accessSettings(this.#env).publishKey === null) {
+      this.counters.refused("forbidden");
+      return { refused: { error: "forbidden", message: "a private Pusher channel's room takes broadcasts only where a publish key guards them" } };
+    }
     await this.#list();
     // A key names the data as it arrived, before any hook: a socket's on a leaf is in the sockets' space.
     const retry =
@@ -250,7 +264,9 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     if (seen !== null) return { seq: seen, recipients: 0, duplicate: true };
     const prior = retry ? this.#publishing.prior(retry) : null;
     if (prior) return prior;
-    const checked = await this.#runner.checkPublish(dataJson, undefined, { kind: options.source ?? "http" });
+    const source = options.source ?? "http";
+    const origin: PublishOrigin = source === "pusher" ? { kind: "pusher", event: options.fields?.event ?? "message" } : { kind: source };
+    const checked = await this.#runner.checkPublish(dataJson, undefined, origin);
     if (!checked.ok) return { refused: checked.refusal };
     return this.#publishing.publish(checked.dataJson, options, retry);
   }
@@ -279,13 +295,22 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
    * (docs/multiplexing.md). A room whose class has connection hooks keeps its
    * sockets in its own object, where the hooks run: it refuses.
    */
-  follow(index: number): { start: LeafStart } | { refused: string } {
+  async follow(index: number): Promise<{ start: LeafStart } | { refused: string }> {
     if (this.#runner.admitsSockets || this.#runner.handlesClientFrames || this.#runner.watchesCloses) {
       return { refused: "this room admits its sockets with hooks of its own: open /rooms/{room}/ws for it" };
     }
-    if (!this.hubs()) return { refused: "the service binds no HUBS namespace" };
+    const kind = followerAt(index).kind;
+    if (kind === "leaf" || !this.hubs(kind)) return { refused: `the service binds no namespace for ${kind} hubs` };
     this.requests.leafSyncs += 1;
-    return { start: this.#leaves.sync(index) };
+    // Following writes the room's directory of followers: its name is stored first, so that an
+    // instance its alarm starts after a restart knows which room it is.
+    await this.#list();
+    const start = this.#leaves.sync(index);
+    if (this.#cacheChannel && start.seq > 0) {
+      const [last] = this.read(start.seq, 1).messages;
+      if (last?.seq === start.seq) start.last = last;
+    }
+    return { start };
   }
 
   leafReport(index: number, report: LeafReport): number {
@@ -296,6 +321,11 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   leafHistory(from: number, budget: number): LeafHistory {
     this.requests.leafFetches += 1;
     return this.#leaves.history(from, Math.min(budget, LEAF_HISTORY_MAX_BYTES));
+  }
+
+  /** A subscriber to this Pusher cache channel found no last event: recorded for Pusher's `cache_miss` webhook (docs/pusher.md#webhooks). */
+  cacheMiss(): void {
+    this.#webhooks?.cacheMissed();
   }
 
   abortLeaf(index: number): Promise<boolean> {
@@ -436,8 +466,9 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     return (this.#env.LEAVES as DurableObjectNamespace<RoomLeaf> | undefined) ?? null;
   }
 
-  hubs(): DurableObjectNamespace<RoomHub> | null {
-    return (this.#env.HUBS as DurableObjectNamespace<RoomHub> | undefined) ?? null;
+  hubs(kind: Exclude<FollowerKind, "leaf">): DurableObjectNamespace | null {
+    const namespace = kind === "hub" ? this.#env.HUBS : this.#env.PUSHER_HUBS;
+    return isNamespace(namespace) ? namespace : null;
   }
 
   epoch(): string {
@@ -471,6 +502,8 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   }
 
   membersReported(index: number, members: readonly LeafMember[], full: boolean): void {
+    // The report's sockets are counted already: the room is occupied before its members join (webhooks say it in that order).
+    this.#webhooks?.connections(this.#connections());
     if (full) this.#members.replaceLeaf(index, members);
     else this.#members.setLeaf(index, members);
   }

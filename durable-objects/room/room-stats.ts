@@ -1,6 +1,6 @@
 import type { RoomStats, RootRequests } from "../../protocol";
 import { addCounters } from "../../common/counters";
-import { isHubFollower, HUB_FOLLOWER_BASE } from "../../common/edge-requests";
+import { followerAt } from "../../common/followers";
 import type { LeavesSnapshot } from "./leaves";
 
 /**
@@ -19,12 +19,21 @@ export function roomStats(own: RoomStats, { leaves }: LeavesSnapshot, requests: 
     stats.windowBytesMax = Math.max(stats.windowBytesMax, leaf.windowBytesMax);
   }
   let multiplexed = 0;
+  let pusher = 0;
   stats.leaves = leaves.map(({ unreported: _, ...leaf }) => {
-    if (!isHubFollower(leaf.index)) return leaf;
-    multiplexed += leaf.connections;
-    return { ...leaf, hub: leaf.index - HUB_FOLLOWER_BASE };
+    const follower = followerAt(leaf.index);
+    if (follower.kind === "hub") {
+      multiplexed += leaf.connections;
+      return { ...leaf, hub: follower.n };
+    }
+    if (follower.kind === "pusher") {
+      pusher += leaf.connections;
+      return { ...leaf, pusherHub: follower.n };
+    }
+    return leaf;
   });
   if (multiplexed > 0) stats.multiplexed = multiplexed;
+  if (pusher > 0) stats.pusher = pusher;
   stats.rootRequests = requests;
   stats.leafPushes = pushes;
   return stats;

@@ -43,16 +43,24 @@ type Awaitable<T> = T | Promise<T>;
  * @typeParam Data what `onConnect` attaches to a socket (`connection.data`).
  *
  * @example
- * export class ChatRoom extends Room<Env, { name: string }> {
- *   protected override onConnect(request: ConnectRequest) {
- *     const name = new URL(request.request.url).searchParams.get("name");
+ * ```ts
+ * import { Room, type FanoutEnv, type ConnectRequest, type ConnectDecision, type PublishRequest, type PublishDecision } from "edge-fanout";
+ *
+ * // Bound as ROOMS in wrangler.toml, and exported from the worker.
+ * export class ChatRoom extends Room<FanoutEnv, { name: string }> {
+ *   protected override onConnect({ request }: ConnectRequest): ConnectDecision<{ name: string }> {
+ *     const name = new URL(request.url).searchParams.get("name");
  *     return name ? { data: { name } } : { refuse: "say who you are: ?name=" };
  *   }
- *   protected override beforePublish({ data, source }: PublishRequest<{ name: string }>) {
+ *   protected override beforePublish({ data, source }: PublishRequest<{ name: string }>): PublishDecision {
  *     if (typeof data !== "string" || data.length > 500) return { refuse: "a message is a string of at most 500 characters" };
  *     return { data: { text: data, from: source.kind === "socket" ? source.connection.data?.name : "server" } };
  *   }
  * }
+ * ```
+ *
+ * @see docs/hooks.md
+ * @see docs/library.md
  */
 export class Room<E = Record<string, unknown>, Data extends object = JsonObject> extends SocketObject<E> {
   readonly #core: RoomCore<Data>;
@@ -76,6 +84,21 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
    * with 4003 (`forbidden`, the default), 4001 (`unauthorized`) or 1013
    * (`try_again_later`), or answered 403/401/503 when it sent
    * `X-Refusal: http`. A throw refuses it with 1011 (500).
+   *
+   * @param request the socket's id, member, right to publish and upgrade request.
+   * @returns nothing to admit the socket as it is, a `ConnectAccept`, or a `ConnectRefusal`.
+   *
+   * @example
+   * ```ts
+   * class TeamRoom extends Room {
+   *   protected override onConnect({ member }: ConnectRequest): ConnectDecision {
+   *     if (!member?.verified) return { refuse: "sign in first", code: "unauthorized" };
+   *     return { data: { joinedAs: member.id } };
+   *   }
+   * }
+   * ```
+   *
+   * @see docs/hooks.md#onconnect
    */
   protected onConnect(request: ConnectRequest): Awaitable<ConnectDecision<Data>> {
     return undefined;
@@ -91,6 +114,21 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
    * publishers an `error` event with the publish's `id`; a throw is an
    * `internal` refusal (500). Runs once per message, never per socket; a
    * socket's publishes pass it one at a time, in order.
+   *
+   * @param request the message's data, room and source.
+   * @returns nothing to publish the message as sent, a `PublishTransform`, or a `PublishRefusal`.
+   *
+   * @example
+   * ```ts
+   * class ChatRoom extends Room {
+   *   protected override beforePublish({ data }: PublishRequest): PublishDecision {
+   *     if (typeof data !== "string" || data.trim() === "") return { refuse: "a chat message is a non-empty string" };
+   *     return { data: data.trim() };
+   *   }
+   * }
+   * ```
+   *
+   * @see docs/hooks.md#beforepublish
    */
   protected beforePublish(request: PublishRequest<Data>): Awaitable<PublishDecision> {
     return undefined;
@@ -103,6 +141,20 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
    * with `this.publishMessage(...)`, or close it. Each costs the socket a
    * frame token, like a publish; a throw answers the socket with an
    * `internal` error event (with the frame's `id`) and keeps it open.
+   *
+   * @param connection the socket that sent the frame.
+   * @param frame the frame as parsed; its `type` starts with `x-`.
+   *
+   * @example
+   * ```ts
+   * class GameRoom extends Room {
+   *   protected override onClientFrame(connection: Connection, frame: CustomClientFrame): void {
+   *     if (frame.type === "x-ping") connection.send({ type: "x-pong", at: Date.now() });
+   *   }
+   * }
+   * ```
+   *
+   * @see docs/hooks.md#onclientframe
    */
   protected onClientFrame(connection: Connection<Data>, frame: CustomClientFrame): Awaitable<void> {
     return undefined;
@@ -113,6 +165,20 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
    * network), hibernation in between included; `connection.data` is still
    * there. Runs once per socket that was admitted, after its waiting frames,
    * outside every loop of the room; a throw is logged.
+   *
+   * @param connection the socket that left (`open` is false).
+   * @param info its close code and reason, and who closed it.
+   *
+   * @example
+   * ```ts
+   * class LobbyRoom extends Room<FanoutEnv, { name: string }> {
+   *   protected override async onClose(connection: Connection<{ name: string }>, info: CloseInfo): Promise<void> {
+   *     if (info.by === "client" && connection.data) await this.publishMessage({ left: connection.data.name });
+   *   }
+   * }
+   * ```
+   *
+   * @see docs/hooks.md#onclose
    */
   protected onClose(connection: Connection<Data>, info: CloseInfo): Awaitable<void> {
     return undefined;
@@ -123,7 +189,11 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
     return this.#core.room;
   }
 
-  /** Every socket in the room, as hook connections (for a hook that must find one by id or member). */
+  /**
+   * Every socket in the room, as hook connections (for a hook that must find one by id or member).
+   *
+   * @returns the room's open sockets, each as a `Connection`.
+   */
   protected connections(): IterableIterator<Connection<Data>> {
     return this.#core.connections();
   }
@@ -133,6 +203,10 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
    * reaction to a custom frame). It does not pass beforePublish: the room
    * trusts itself. `data` must be JSON of at most MAX_MESSAGE_BYTES (a
    * TypeError or RangeError otherwise).
+   *
+   * @param data the message's data, a JSON value.
+   * @returns the message's seq and how many sockets it was sent to.
+   * @see docs/hooks.md#what-a-hook-works-with
    */
   protected publishMessage(data: unknown): Promise<PublishResult> {
     return this.#core.publishOwn(data);
@@ -159,6 +233,10 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
    * the hook sees it first (a retried idempotency key is answered as a
    * duplicate without asking it again), and may transform or refuse it: then
    * the answer is `{ refused }`.
+   *
+   * @param dataJson the message's data as JSON text.
+   * @param [options={}] the publisher's idempotency key and who publishes (an HTTP publish when absent).
+   * @returns the message's seq and recipients (or `duplicate: true`), or `{ refused }`.
    */
   async publish(dataJson: string, options: PublishOptions = {}): Promise<PublishOutcome> {
     return this.#core.publish(dataJson, options);
@@ -184,12 +262,23 @@ export class Room<E = Record<string, unknown>, Data extends object = JsonObject>
     return this.#core.leafHistory(from, budget);
   }
 
+  /** A Pusher hub's subscriber to this cache channel found no last event (Pusher's `cache_miss` webhook). */
+  async cacheMiss(): Promise<void> {
+    this.#core.cacheMiss();
+  }
+
   /** Aborts leaf `index` as a crash would (fault tests on the local server). */
   async abortLeaf(index: number): Promise<boolean> {
     return this.#core.abortLeaf(index);
   }
 
-  /** Closes every socket with `code` (1012 by default) so clients reconnect and resume. */
+  /**
+   * Closes every socket with `code` so clients reconnect and resume.
+   *
+   * @param [code=1012] the close code (SERVICE_RESTART).
+   * @param [reason="service restart"] the close reason.
+   * @returns how many sockets it closed.
+   */
   async shutdown(code: number = CloseCode.SERVICE_RESTART, reason = "service restart"): Promise<number> {
     return this.#core.shutdown(code, reason);
   }

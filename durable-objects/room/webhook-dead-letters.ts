@@ -1,4 +1,5 @@
-import type { WebhookDeadLetter, WebhookEventType } from "../../protocol";
+import type { WebhookDeadLetter } from "../../protocol";
+import type { WebhookFormat } from "./webhook-format";
 import { rowsWrittenBy, tableExists } from "./sql-writes";
 
 /**
@@ -21,11 +22,14 @@ const RECENT = 10;
  */
 export class WebhookDeadLetters {
   readonly #sql: SqlStorage;
+  readonly #format: Pick<WebhookFormat, "describe">;
   #exists: boolean;
   #newestAt = 0;
 
-  constructor(sql: SqlStorage) {
+  /** `format` reads a stored event's id and type back. */
+  constructor(sql: SqlStorage, format: Pick<WebhookFormat, "describe">) {
     this.#sql = sql;
+    this.#format = format;
     this.#exists = tableExists(sql, "webhook_dead_letters");
     if (this.#exists) this.#newestAt = sql.exec<{ at: number | null }>(`SELECT max(at) AS at FROM webhook_dead_letters`).one().at ?? 0;
   }
@@ -72,10 +76,11 @@ export class WebhookDeadLetters {
       RECENT,
     );
     for (const { at, reason, events } of rows) {
-      const parsed = JSON.parse(`[${events}]`) as { id: string; type: WebhookEventType }[];
+      const parsed = JSON.parse(`[${events}]`) as Record<string, unknown>[];
       for (const event of parsed.reverse()) {
         if (out.length === RECENT) return out;
-        out.push({ id: event.id, type: event.type, reason: reason === "overflow" ? "overflow" : "expired", at });
+        const { id, type } = this.#format.describe(event);
+        out.push({ id, type, reason: reason === "overflow" ? "overflow" : "expired", at });
       }
     }
     return out;

@@ -1,16 +1,17 @@
-import { WEBHOOK_SIGNATURE_HEADER } from "../../protocol";
 import { fullJitter, type BackoffPolicy } from "../../common/jitter";
 import { logEvent } from "../../common/log";
-import { webhookSignature } from "../../common/webhook-signature";
 import type { RoomCounters } from "../engine/counters";
 import type { WebhookDeadLetters } from "./webhook-dead-letters";
+import type { WebhookFormat } from "./webhook-format";
 import type { WebhookOutbox } from "./webhook-outbox";
 
 export interface DeliveryOptions {
-  /** WEBHOOK_URL: the only address a request goes to (redirects are not followed). */
+  /** WEBHOOK_URL (or PUSHER_WEBHOOK_URL): the only address a request goes to (redirects are not followed). */
   url: string;
-  /** WEBHOOK_SECRET, or null: requests go unsigned. */
-  secret: string | null;
+  /** The var that names it: said in errors instead of the address, which may hold credentials. */
+  urlVar: string;
+  /** The body and the signature of a request around the stored events. */
+  format: WebhookFormat;
   /** WEBHOOK_BATCH_MAX_EVENTS: events per request. */
   batchMaxEvents: number;
   /** WEBHOOK_RETRY_SECONDS in ms: an event undelivered this long after it was recorded becomes a dead letter. */
@@ -38,7 +39,7 @@ const BACKOFF_BASE_MS = 1000;
 const RETRY_FLOOR_MS = 250;
 
 /**
- * Sends a room's outbox to WEBHOOK_URL, from the room's alarm (the sweeper
+ * Sends a room's outbox to WEBHOOK_URL (PUSHER_WEBHOOK_URL for a Pusher channel's room), from the room's alarm (the sweeper
  * asks `dueAt` and runs `run`): an alarm wakes a hibernated room for as long
  * as the requests take, and no timer keeps it awake in between.
  *
@@ -51,7 +52,8 @@ const RETRY_FLOOR_MS = 250;
  *   network error and no answer within REQUEST_TIMEOUT_MS are failures.
  * - Events still undelivered WEBHOOK_RETRY_SECONDS after they were recorded
  *   become dead letters (WebhookDeadLetters) before the next attempt.
- * - Signed (common/webhook-signature.ts) when WEBHOOK_SECRET is set.
+ * - Each request's body and signature are its format's (webhook-format.ts):
+ *   this service's own (signed when WEBHOOK_SECRET is set) or Pusher's.
  */
 export class WebhookDelivery {
   readonly #outbox: WebhookOutbox;
@@ -107,10 +109,10 @@ export class WebhookDelivery {
         const batch = this.#outbox.peek(this.#options.batchMaxEvents, REQUEST_MAX_BYTES);
         if (!batch) break;
         this.#outbox.sending(batch.lastRow);
-        const failure = await this.#post(batch.body);
+        const failure = await this.#post(batch.events);
         this.#outbox.sending(0);
         if (failure !== null) {
-          this.#failed(failure, batch.events);
+          this.#failed(failure, batch.count);
           break;
         }
         const { events, rowsWritten } = this.#outbox.delivered(batch.lastRow);
@@ -151,10 +153,9 @@ export class WebhookDelivery {
     }
   }
 
-  /** One request; null when the receiver acknowledged it, else why not. */
-  async #post(body: string): Promise<string | null> {
-    const headers: Record<string, string> = { "content-type": "application/json", "user-agent": "edge-fanout-webhooks/1" };
-    if (this.#options.secret !== null) headers[WEBHOOK_SIGNATURE_HEADER] = await webhookSignature(this.#options.secret, Math.floor(Date.now() / 1000), body);
+  /** One request carrying `events` (stored texts); null when the receiver acknowledged it, else why not. */
+  async #post(events: string): Promise<string | null> {
+    const { body, headers } = await this.#options.format.request(events, Date.now());
     try {
       const response = await fetch(this.#options.url, {
         method: "POST",
@@ -169,7 +170,7 @@ export class WebhookDelivery {
     } catch (error) {
       if (error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError")) return "timeout";
       // Messages can quote the address, and the address can hold credentials.
-      return `network error: ${String(error instanceof Error ? error.message : error).split(this.#options.url).join("WEBHOOK_URL")}`;
+      return `network error: ${String(error instanceof Error ? error.message : error).split(this.#options.url).join(this.#options.urlVar)}`;
     }
   }
 }

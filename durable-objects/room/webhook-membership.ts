@@ -1,4 +1,3 @@
-import { joinedData, leftData, vacatedData } from "./webhook-events";
 import type { WebhookRecorder } from "./webhook-recorder";
 import type { WebhookRecord } from "./webhook-record";
 
@@ -69,7 +68,7 @@ export class WebhookMembership {
     // Recorded and back (a restored socket, a leaf's report, a reconnect within the grace): nothing to tell.
     if (this.#unconfirmed.delete(id) || this.#record.hasMember(id)) return;
     this.#record.addMember(id);
-    this.#recorder.record({ type: "member.joined", ts: now, dataJson: joinedData(id, info, verified) });
+    this.#recorder.record({ change: { type: "member.joined", id, info, verified }, ts: now });
   }
 
   /** A member is gone from the room (its leave delay passed on the object that held it last). */
@@ -77,7 +76,7 @@ export class WebhookMembership {
     if (!this.#options.members || !this.#record.hasMember(id)) return;
     this.#unconfirmed.delete(id);
     this.#record.removeMember(id);
-    this.#recorder.record({ type: "member.left", ts: now, dataJson: leftData(id, false) });
+    this.#recorder.record({ change: { type: "member.left", id, inferred: false }, ts: now });
     this.settle(now);
   }
 
@@ -89,7 +88,7 @@ export class WebhookMembership {
       this.#emptyAtStart = false;
       if (this.#record.occupied) return;
       this.#record.setOccupied(true);
-      this.#recorder.record({ type: "room.occupied", ts: now, dataJson: "{}" });
+      this.#recorder.record({ change: { type: "room.occupied" }, ts: now });
     } else if (this.#record.occupied && this.#emptySince === null) {
       this.#emptySince = now;
       this.#host.wantAlarm();
@@ -115,7 +114,7 @@ export class WebhookMembership {
     if (this.#unconfirmed.size > 0 && now >= this.#confirmBy) {
       for (const id of this.#unconfirmed) {
         this.#record.removeMember(id);
-        this.#recorder.record({ type: "member.left", ts: now, dataJson: leftData(id, true) });
+        this.#recorder.record({ change: { type: "member.left", id, inferred: true }, ts: now });
       }
       this.#unconfirmed.clear();
     }
@@ -123,7 +122,7 @@ export class WebhookMembership {
     if (vacate === null || now < vacate || this.#host.memberCount() > 0) return;
     this.#emptySince = null;
     this.#record.setOccupied(false);
-    this.#recorder.record({ type: "room.vacated", ts: now, dataJson: vacatedData(this.#emptyAtStart) });
+    this.#recorder.record({ change: { type: "room.vacated", inferred: this.#emptyAtStart }, ts: now });
     this.#emptyAtStart = false;
   }
 

@@ -29,9 +29,9 @@ export interface OutboxRow {
 export interface OutboxBatch {
   lastRow: number;
   rows: number;
-  events: number;
-  /** The request body: `{"events":[...]}`, the stored texts joined as they are. */
-  body: string;
+  count: number;
+  /** The rows' stored event texts joined as they are, comma-separated: what the format wraps into a request. */
+  events: string;
 }
 
 /** A row taken out of the outbox (to be kept as dead letters). */
@@ -184,7 +184,7 @@ export class WebhookOutbox {
       .exec<{ events: string }>(`SELECT events FROM webhook_outbox WHERE row BETWEEN ? AND ? ORDER BY row`, first.row, lastRow)
       .toArray()
       .map((r) => r.events);
-    return { lastRow, rows: end, events, body: `{"events":[${texts.join(",")}]}` };
+    return { lastRow, rows: end, count: events, events: texts.join(",") };
   }
 
   /** Rows up to `lastRow` are in a request (0: none is). */

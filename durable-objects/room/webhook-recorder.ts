@@ -1,22 +1,20 @@
-import type { WebhookEventType } from "../../protocol";
 import { logEvent } from "../../common/log";
 import { utf8Length } from "../../common/utf8";
 import type { RoomCounters } from "../engine/counters";
 import type { WebhookDeadLetters } from "./webhook-dead-letters";
-import { eventText } from "./webhook-events";
+import type { RoomChange, RoomChangeType, WebhookFormat } from "./webhook-format";
 import type { OutboxEvent, WebhookOutbox } from "./webhook-outbox";
 import type { WebhookRecord } from "./webhook-record";
 
-/** An event decided and not yet written: its id is given when it is written. */
+/** A change decided and not yet written: its event's id is given, and its text made, when it is written. */
 export interface RecordedEvent {
-  type: WebhookEventType;
+  change: RoomChange;
   ts: number;
-  dataJson: string;
 }
 
 export interface RecorderOptions {
-  /** The event types this deployment sends (WEBHOOK_EVENTS); others are never written. */
-  events: ReadonlySet<WebhookEventType>;
+  /** How events are written, and which changes are sent at all (the others are never written). */
+  format: WebhookFormat;
   /** WEBHOOK_OUTBOX_MAX_ROWS: past it, the oldest rows become dead letters. */
   maxRows: number;
   room(): string;
@@ -40,7 +38,9 @@ export interface RecorderOptions {
  *
  * A write that rolls back (its transaction threw) leaves memory as it was
  * decided: its events go back to the head of the queue and are written by
- * the next write, under new ids (nobody saw the old ones).
+ * the next write, under new ids (nobody saw the old ones). Its message
+ * events do not: the flush that rolled back stored none of its messages,
+ * told their publishers so, and gives their seqs to later messages.
  */
 export class WebhookRecorder {
   readonly #transactionSync: (write: () => void) => void;
@@ -71,9 +71,9 @@ export class WebhookRecorder {
     this.#options = options;
   }
 
-  /** Whether an event of `type` is ever written. */
-  sends(type: WebhookEventType): boolean {
-    return this.#options.events.has(type);
+  /** Whether a change of `type` is ever written. */
+  sends(type: RoomChangeType): boolean {
+    return this.#options.format.records(type);
   }
 
   /** Whether something decided waits to be written. */
@@ -81,9 +81,9 @@ export class WebhookRecorder {
     return this.#queue.length > 0 || this.#record.dirty || this.#staged !== null;
   }
 
-  /** An event to write with this turn (dropped when this deployment does not send its type). */
+  /** A change to write with this turn (dropped when this deployment does not send its type). */
   record(event: RecordedEvent): void {
-    if (this.sends(event.type)) this.#queue.push(event);
+    if (this.sends(event.change.type)) this.#queue.push(event);
     this.schedule();
   }
 
@@ -114,21 +114,27 @@ export class WebhookRecorder {
    */
   writeWithin(more: readonly RecordedEvent[]): void {
     if (this.#staged !== null) {
-      // The last write's transaction rolled back: storage has none of it.
-      this.#queue = [...this.#staged.events, ...this.#queue];
+      // The last write's transaction rolled back: storage has none of it. The changes it carried
+      // happened all the same; the messages did not (their flush failed with it).
+      this.#queue = [...this.#staged.events.filter((e) => e.change.type !== "message.published"), ...this.#queue];
       this.#staged = null;
       this.#outbox.reload();
       this.#record.writeFailed();
     }
-    for (const event of more) if (this.sends(event.type)) this.#queue.push(event);
+    for (const event of more) if (this.sends(event.change.type)) this.#queue.push(event);
     if (!this.busy) return;
-    const events = this.#queue;
-    this.#queue = [];
     const room = this.#options.room();
-    const texts = events.map((e): OutboxEvent => {
-      const text = eventText(`${this.#instance}-${this.#nextId++}`, e.type, room, e.ts, e.dataJson);
-      return { text, bytes: utf8Length(text) };
-    });
+    const events: RecordedEvent[] = [];
+    const texts: OutboxEvent[] = [];
+    for (const e of this.#queue) {
+      // A change the format has no event for (a message that is no client event, in Pusher's) is dropped here.
+      const text = this.#options.format.eventText(`${this.#instance}-${this.#nextId++}`, e.change, room, e.ts);
+      if (text === null) continue;
+      events.push(e);
+      texts.push({ text, bytes: utf8Length(text) });
+    }
+    this.#queue = [];
+    if (events.length === 0 && !this.#record.dirty) return;
     const now = Date.now();
     let rows = this.#outbox.append(texts, now) + this.#record.write();
     let dead = 0;

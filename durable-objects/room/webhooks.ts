@@ -1,10 +1,10 @@
 import type { RoomWebhookStats } from "../../protocol";
-import type { Limits, WebhookSettings } from "../../common/settings";
+import type { Limits } from "../../common/settings";
 import type { RoomCounters } from "../engine/counters";
 import type { Message } from "../engine/message";
 import { WebhookDeadLetters } from "./webhook-dead-letters";
 import { WebhookDelivery } from "./webhook-delivery";
-import { publishedData } from "./webhook-events";
+import type { WebhookTarget } from "./webhook-target";
 import { WebhookMembership } from "./webhook-membership";
 import { WebhookOutbox } from "./webhook-outbox";
 import { WebhookRecord } from "./webhook-record";
@@ -22,8 +22,8 @@ export interface WebhooksHost {
 }
 
 export interface WebhooksConfig {
-  settings: WebhookSettings;
-  secret: string | null;
+  /** Where the room's events go and in which format (webhook-target.ts). */
+  target: WebhookTarget;
   limits: Pick<Limits, "PRESENCE_LEAVE_DELAY_MS" | "WEBHOOK_BATCH_MAX_EVENTS" | "WEBHOOK_OUTBOX_MAX_ROWS" | "WEBHOOK_RETRY_SECONDS" | "WEBHOOK_BACKOFF_MAX_MS">;
   /** Whether the room had leaves when it started: its members on them are confirmed by their reports, which take a moment. */
   sharded: boolean;
@@ -37,8 +37,10 @@ const LEAF_REPORT_GRACE_MS = 10_000;
  * is told about the room (WebhookMembership, against WebhookRecord), its
  * messages, the write of each turn's events (WebhookRecorder into
  * WebhookOutbox), their delivery from the alarm (WebhookDelivery), and dead
- * letters. The room calls the methods below; it has this part only when
- * WEBHOOK_URL is set, so a deployment without webhooks records nothing.
+ * letters, in the format of the room's target (this service's own, or
+ * Pusher's for a Pusher channel's room). The room calls the methods below; it
+ * has this part only when it has a target, so a deployment without webhooks
+ * records nothing.
  */
 export class Webhooks {
   readonly #host: WebhooksHost;
@@ -49,20 +51,21 @@ export class Webhooks {
   readonly #membership: WebhookMembership;
   readonly #delivery: WebhookDelivery;
   readonly #retryMs: number;
-  /** Whether this room's messages are sent (WEBHOOK_EVENTS names them and the room matches WEBHOOK_MESSAGE_PREFIX). */
+  /** Whether this room's messages are recorded (its format sends them, and the room matches WEBHOOK_MESSAGE_PREFIX). */
   #messages: boolean | null = null;
   readonly #messagePrefix: string | null;
 
   constructor(storage: Pick<DurableObjectStorage, "sql" | "transactionSync">, config: WebhooksConfig, counters: RoomCounters, host: WebhooksHost) {
-    const { settings, limits } = config;
+    const { target, limits } = config;
+    const format = target.format;
     this.#host = host;
     this.#retryMs = limits.WEBHOOK_RETRY_SECONDS * 1000;
-    this.#messagePrefix = settings.messagePrefix;
+    this.#messagePrefix = target.messagePrefix;
     this.#outbox = new WebhookOutbox(storage.sql, limits.WEBHOOK_BATCH_MAX_EVENTS);
     this.#record = new WebhookRecord(storage.sql);
-    this.#deadLetters = new WebhookDeadLetters(storage.sql);
+    this.#deadLetters = new WebhookDeadLetters(storage.sql, format);
     this.#recorder = new WebhookRecorder(storage, { outbox: this.#outbox, record: this.#record, deadLetters: this.#deadLetters }, counters, {
-      events: settings.events,
+      format,
       maxRows: limits.WEBHOOK_OUTBOX_MAX_ROWS,
       room: () => host.roomName(),
       recorded: () => host.wantAlarm(),
@@ -74,15 +77,16 @@ export class Webhooks {
       {
         leaveDelayMs,
         restartGraceMs: config.sharded ? Math.max(leaveDelayMs, LEAF_REPORT_GRACE_MS) : leaveDelayMs,
-        members: settings.events.has("member.joined") || settings.events.has("member.left"),
-        rooms: settings.events.has("room.occupied") || settings.events.has("room.vacated"),
+        members: format.records("member.joined") || format.records("member.left"),
+        rooms: format.records("room.occupied") || format.records("room.vacated"),
       },
       { memberCount: () => host.memberCount(), wantAlarm: () => host.wantAlarm() },
       Date.now(),
     );
     this.#delivery = new WebhookDelivery(this.#outbox, this.#deadLetters, counters, {
-      url: settings.url,
-      secret: config.secret,
+      url: target.url,
+      urlVar: target.urlVar,
+      format,
       batchMaxEvents: limits.WEBHOOK_BATCH_MAX_EVENTS,
       retryMs: this.#retryMs,
       backoffMaxMs: limits.WEBHOOK_BACKOFF_MAX_MS,
@@ -114,12 +118,13 @@ export class Webhooks {
       return;
     }
     const epoch = this.#host.epoch();
-    this.#recorder.writeWithin(
-      messages.map((message) => {
-        const { ts, dataJson } = publishedData(message, epoch);
-        return { type: "message.published" as const, ts, dataJson };
-      }),
-    );
+    const now = Date.now();
+    this.#recorder.writeWithin(messages.map((message) => ({ change: { type: "message.published", message, epoch }, ts: now })));
+  }
+
+  /** A subscriber to the room's Pusher cache channel found no last event. */
+  cacheMissed(): void {
+    this.#recorder.record({ change: { type: "cache.missed" }, ts: Date.now() });
   }
 
   /** The flush's transaction committed. */

@@ -3,8 +3,9 @@
 // signature and timestamp, skips events it has already seen (delivery is at least once, so a
 // retried request can repeat events), and prints the rest, one JSON line each.
 //
-//   WEBHOOK_SECRET=... PORT=8788 node examples/webhook-receiver/receiver.mjs
-//   npm start -- --var WEBHOOK_URL=http://127.0.0.1:8788/hooks --var WEBHOOK_SECRET=...
+//   export WEBHOOK_SECRET=$(openssl rand -hex 32)   # in the environment, never in --var
+//   PORT=8788 node examples/webhook-receiver/receiver.mjs &
+//   npm start -- --var WEBHOOK_URL=http://127.0.0.1:8788/hooks
 //
 // docs/webhooks.md describes the events, the signature and the guarantees.
 

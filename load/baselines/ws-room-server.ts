@@ -32,6 +32,7 @@ import {
   type WelcomeEvent,
 } from "../../protocol";
 import { DEFAULTS } from "../../common/settings";
+import { parseValues } from "../src/kit/args";
 import { DurableHistory } from "./durable-history";
 
 interface HistoryEntry {
@@ -54,12 +55,8 @@ interface Room {
 const lastHeard = new WeakMap<WebSocket, number>();
 const rooms = new Map<string, Room>();
 
-function argument(name: string): string | undefined {
-  const i = process.argv.indexOf(name);
-  return i >= 0 ? process.argv[i + 1] : undefined;
-}
-
-const durablePath = argument("--durable");
+const { values: options } = parseValues(process.argv.slice(2), { port: {}, durable: {} });
+const durablePath = options.durable;
 const durable = durablePath === undefined ? null : new DurableHistory(durablePath, DEFAULTS.HISTORY_MAX_MESSAGES);
 
 function roomNamed(name: string): Room {
@@ -273,7 +270,7 @@ async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> 
 }
 
 function parsePort(): number {
-  const raw = argument("--port") ?? process.env.PORT;
+  const raw = options.port ?? process.env.PORT;
   const port = Number(raw ?? 18210);
   if (!Number.isInteger(port) || port <= 0 || port > 65535) throw new Error(`bad port ${raw}`);
   return port;

@@ -5,7 +5,7 @@
  */
 import { readFileSync } from "node:fs";
 import { totalmem } from "node:os";
-import { parseArgs } from "node:util";
+import { parseValues, readNumber, type OptionSpecs } from "./kit/args";
 import { DEFAULT_ACK_DELAY_MS } from "../../client-sdk/src/client";
 import { PING_INTERVAL_SECONDS } from "../../protocol";
 import { DEFAULTS } from "../../common/settings";
@@ -28,6 +28,7 @@ import { cloudflarePerMillion, hostedEstimate, referenceEstimate, vpsPerMillion 
 import { CLOUDFLARE_PRICING } from "./capacity/pricing";
 import { formatWithUncertainty } from "./report/metrics";
 import { costTable, perMillionTable, resourceTable, sourcesList } from "./capacity/render";
+import { verdict } from "./capacity/verdict";
 import { shardedFanout, type ShardCosts, type ShardShape, type ShardedFanout } from "./capacity/sharded";
 import { shardCostsFrom } from "./capacity/sharded-inputs";
 import { shardedGrid, shardedSection } from "./capacity/sharded-render";
@@ -86,7 +87,7 @@ only the sharded room (its bill replaces the model of --connections above):
   --root-sockets N       sockets on the root itself (default: min(room, shard sockets), as a room that grew;
                          0 = all sockets placed on leaves, as after a reconnect storm)
   --sharded-grid         also print 100,000 and 1,000,000 subscribers at 1 and 10 msg/s
-  --shard-from FILE      per-step costs from a load/bench/sharded.mjs result (else the documented defaults)
+  --shard-from FILE      per-step costs from a sharded benchmark result (npm run bench -- sharded) (else the documented defaults)
   --leaf-budget F        share of a leaf's thread its sends and acks may take when choosing sockets per leaf (default 0.5)
   --send-us US, --push-issue-us US, --push-receive-us US, --rpc-latency-ms MS, --rpc-concurrency N
                          override one per-step cost
@@ -99,7 +100,7 @@ and single-room sockets carrying the same subscriptions), and the hosted service
   --hubs N               MULTIPLEX_HUBS (default: the fewest that hold the connections at 80% of
                          --max-connections-per-hub and keep a hub's thread within --hub-budget)
   --max-connections-per-hub N  (default 2000)   --hub-budget F (default 0.5)
-  --mux-from FILE        per-step costs from a load/bench/multiplex.mjs result (else the documented defaults)
+  --mux-from FILE        per-step costs from a multiplex benchmark result (npm run bench -- multiplex) (else the documented defaults)
 History rules (docs/history.md); printed with --rule-rooms:
   --history-rules JSON   a HISTORY_RULES value, e.g. '[{"prefix":"chat:","maxMessages":10000,"maxAgeSeconds":86400}]'
   --rule-rooms P=N@R     N rooms whose names start with P, each with R messages/s (repeat; P "*" for the others)
@@ -107,7 +108,9 @@ History rules (docs/history.md); printed with --rule-rooms:
   --key-bytes B          idempotency key bytes per message (default 0: no keys)
   --dedupe-seconds S     PUBLISH_DEDUPE_SECONDS (default ${DEFAULTS.PUBLISH_DEDUPE_SECONDS})
 
-  --json                 machine-readable output
+  --details              after the verdict, everything behind it: the inputs and their sources, every
+                         resource, the bill line by line, fixed-price servers, list prices, price sources
+  --json                 machine-readable output (everything)
 `;
 
 function ownDescriptorLimit(): number {
@@ -116,70 +119,26 @@ function ownDescriptorLimit(): number {
 }
 
 function num(v: string | undefined, name: string, fallback: number): number {
-  if (v === undefined) return fallback;
-  const n = Number(v);
-  if (!Number.isFinite(n) || n < 0) throw new Error(`--${name} must be a non-negative number, got ${v}`);
-  return n;
+  return readNumber(v, name, fallback, { min: 0 });
 }
 
+/** The capacity tool's options (their help is USAGE). */
+const CAPACITY_OPTIONS = {
+  connections: {}, "msgs-per-conn": {}, "room-size": {}, payload: {}, "publish-via": {},
+  from: { multiple: true }, "memory-per-conn": {}, "kernel-per-conn": {}, "cpu-per-delivery": {},
+  "cpu-per-publish": {}, "cpu-per-ack": {}, "host-memory-gb": {}, "host-fds": {}, threads: {}, "link-mbit": {},
+  "session-minutes": {}, "rows-per-message": {}, ephemeral: { flag: true }, "no-ping-billing": { flag: true }, "ack-delay-ms": {},
+  "ack-kib": {}, "vps-price": {}, "vps-memory-gb": {}, "vps-fds": {}, "vps-link-mbit": {},
+  "vps-transfer-tb": {}, "vps-transfer-usd-per-gb": {}, "shard-sockets": {}, "room-rate": {},
+  "root-sockets": {}, "sharded-grid": { flag: true }, "shard-from": {}, "leaf-budget": {}, "send-us": {},
+  "push-issue-us": {}, "push-receive-us": {}, "rpc-latency-ms": {}, "rpc-concurrency": {},
+  "rooms-per-connection": {}, hubs: {}, "max-connections-per-hub": {}, "hub-budget": {}, "mux-from": {},
+  "history-rules": {}, "rule-rooms": { multiple: true }, "history-max-messages": {}, "history-max-age": {},
+  "key-bytes": {}, "dedupe-seconds": {}, json: { flag: true }, details: { flag: true },
+} as const satisfies OptionSpecs;
+
 function main(): number {
-  const { values } = parseArgs({
-    args: process.argv.slice(2),
-    strict: true,
-    options: {
-      connections: { type: "string" },
-      "msgs-per-conn": { type: "string" },
-      "room-size": { type: "string" },
-      payload: { type: "string" },
-      "publish-via": { type: "string" },
-      from: { type: "string", multiple: true },
-      "memory-per-conn": { type: "string" },
-      "kernel-per-conn": { type: "string" },
-      "cpu-per-delivery": { type: "string" },
-      "cpu-per-publish": { type: "string" },
-      "cpu-per-ack": { type: "string" },
-      "host-memory-gb": { type: "string" },
-      "host-fds": { type: "string" },
-      threads: { type: "string" },
-      "link-mbit": { type: "string" },
-      "session-minutes": { type: "string" },
-      "rows-per-message": { type: "string" },
-      ephemeral: { type: "boolean" },
-      "no-ping-billing": { type: "boolean" },
-      "ack-delay-ms": { type: "string" },
-      "ack-kib": { type: "string" },
-      "vps-price": { type: "string" },
-      "vps-memory-gb": { type: "string" },
-      "vps-fds": { type: "string" },
-      "vps-link-mbit": { type: "string" },
-      "vps-transfer-tb": { type: "string" },
-      "vps-transfer-usd-per-gb": { type: "string" },
-      "shard-sockets": { type: "string" },
-      "room-rate": { type: "string" },
-      "root-sockets": { type: "string" },
-      "sharded-grid": { type: "boolean" },
-      "shard-from": { type: "string" },
-      "leaf-budget": { type: "string" },
-      "send-us": { type: "string" },
-      "push-issue-us": { type: "string" },
-      "push-receive-us": { type: "string" },
-      "rpc-latency-ms": { type: "string" },
-      "rpc-concurrency": { type: "string" },
-      "rooms-per-connection": { type: "string" },
-      hubs: { type: "string" },
-      "max-connections-per-hub": { type: "string" },
-      "hub-budget": { type: "string" },
-      "mux-from": { type: "string" },
-      "history-rules": { type: "string" },
-      "rule-rooms": { type: "string", multiple: true },
-      "history-max-messages": { type: "string" },
-      "history-max-age": { type: "string" },
-      "key-bytes": { type: "string" },
-      "dedupe-seconds": { type: "string" },
-      json: { type: "boolean" },
-      help: { type: "boolean", short: "h" },
-    },
-  });
+  const { values } = parseValues(process.argv.slice(2), CAPACITY_OPTIONS);
   if (values.help) {
     process.stdout.write(USAGE);
     return 0;
@@ -396,7 +355,13 @@ function main(): number {
     return 0;
   }
 
-  const out: string[] = [];
+  // The answer first, in a few lines; the tables behind it only when asked for.
+  const answer = verdict({ workload, cloudflare, cost, selfHosted, hostName: host.name, vps: vpsOurs });
+  if (!values.details) {
+    process.stdout.write(`${[...answer, "", "Details (inputs and sources, every resource, the bill line by line, list prices): add --details"].join("\n")}\n`);
+    return 0;
+  }
+  const out: string[] = [...answer, ""];
   const acks = acksPerConnection(workload, rows.value, assumptions.ack);
   out.push(
     `Workload: ${fmt(workload.connections)} connections, ${workload.messagesPerConnection} msg/s each, rooms of ${fmt(workload.roomSize)}, ${workload.payloadBytes} B payload, publishes via ${workload.publishVia}`,

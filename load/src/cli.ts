@@ -3,12 +3,14 @@
  * service (and, with --baseline, --baseline-bare, --baseline-bare-durable, --baseline-partyserver, against the bundled baselines in the
  * same invocation), prints a table, and writes JSON and HTML reports.
  */
+import { LOAD_PUSHER_APP, loadPusherRoom } from "./client/pusher-client";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { PING_INTERVAL_SECONDS } from "../../protocol";
 import { ClientPool } from "./client/pool";
-import { USAGE, UsageRequested, estimatedSeconds, parseLoadOptions, spawnedCeiling, targetLabels, totalSockets, type LoadOptions, type ScenarioName, type TargetLabel } from "./options";
+import { storedHistoryRows } from "./kit/stored-rows";
+import { USAGE, UsageRequested, baselineOf, baselinePort, estimatedSeconds, parseLoadOptions, spawnedCeiling, targetLabels, totalSockets, type LoadOptions, type ScenarioName, type TargetLabel } from "./options";
 import { HttpClient } from "./publisher";
 import { renderHtml } from "./report/html";
 import { ProgressLine } from "./report/progress";
@@ -20,9 +22,12 @@ import { connectScenario } from "./scenarios/connect";
 import { fanoutScenario } from "./scenarios/fanout";
 import { slowScenario } from "./scenarios/slow";
 import { stormScenario } from "./scenarios/storm";
-import { descriptorLimit, findListeningPid, processName, sampleProcess } from "./target/proc";
+import { RESULTS_DIR } from "./kit/paths";
+import { descriptorLimit, findListeningPid, processName, sampleProcess } from "./kit/proc";
+import { Server } from "./kit/server";
+import { sleep } from "./kit/time";
+import { loopbackSources, parseTargetUrl, type TargetAddress } from "./target/address";
 import { Sampler } from "./target/sampler";
-import { REPO_ROOT, SpawnedServer, loopbackSources, parseTargetUrl, type TargetAddress } from "./target/target";
 
 const SCENARIO_RUNNERS: Record<ScenarioName, Scenario> = {
   connect: connectScenario,
@@ -37,48 +42,51 @@ interface TargetSpec {
 }
 
 /** Things to tear down if the hard time limit or a signal ends the run early. */
-const live = { pools: new Set<ClientPool>(), servers: new Set<SpawnedServer>() };
+const live = { pools: new Set<ClientPool>(), servers: new Set<Server>() };
 
 function log(text: string): void {
   process.stderr.write(`${text}\n`);
 }
 
-async function resolveTarget(options: LoadOptions, spec: TargetSpec): Promise<{ address: TargetAddress; spawned?: SpawnedServer }> {
-  if (spec.label === "bare" || spec.label === "bare-durable") {
-    const port = spec.label === "bare" ? options.barePort : options.barePort + 1;
-    const spawned = await SpawnedServer.start(spec.label, port);
+async function resolveTarget(options: LoadOptions, spec: TargetSpec): Promise<{ address: TargetAddress; spawned?: Server }> {
+  if (spec.label !== "ours" || options.spawn) {
+    const baseline = spec.label === "ours" ? undefined : baselineOf(options, spec.label);
+    const port = baseline ? baselinePort(options, baseline) : options.port;
+    if (!baseline) log(`starting the local server on port ${port} (builds first; can take a while)`);
+    const spawned = await Server.start(
+      baseline
+        ? { kind: baseline.name, port }
+        : {
+            kind: "ours",
+            port,
+            vars: options.serverVars,
+            gate: options.serverGate,
+            build: true,
+            ...(options.serverDir ? { checkout: options.serverDir } : {}),
+            env: launcherEnv(options),
+          },
+    );
     live.servers.add(spawned);
-    return { address: parseTargetUrl(`http://127.0.0.1:${port}`, false), spawned };
-  }
-  if (spec.label === "partyserver") {
-    const spawned = await SpawnedServer.start("partyserver", options.partyserverPort);
-    live.servers.add(spawned);
-    return { address: parseTargetUrl(`http://127.0.0.1:${options.partyserverPort}`, false), spawned };
-  }
-  if (spec.label === "baseline") {
-    const spawned = await SpawnedServer.start("baseline", options.baselinePort, {}, options.baselineDurable);
-    live.servers.add(spawned);
-    return { address: parseTargetUrl(`http://127.0.0.1:${options.baselinePort}`, false), spawned };
-  }
-  if (options.spawn) {
-    log(`starting the local server on port ${options.port} (builds first; can take a while)`);
-    const ceiling = spawnedCeiling(options);
-    const spawned = await SpawnedServer.start("ours", options.port, options.serverVars, false, options.serverGate, options.serverDir, ceiling === undefined ? {} : { CONNECTION_CEILING: String(ceiling) });
-    live.servers.add(spawned);
-    return { address: parseTargetUrl(`http://127.0.0.1:${options.port}`, false), spawned };
+    return { address: parseTargetUrl(spawned.url, false), spawned };
   }
   return { address: parseTargetUrl(options.url, options.allowRemote) };
+}
+
+/** The spawned local server's environment: the Pusher app of a --pusher run, the connection ceiling of a run without the accept gate. */
+function launcherEnv(options: LoadOptions): Record<string, string> {
+  const ceiling = spawnedCeiling(options);
+  return {
+    ...(options.pusher ? { PUSHER_APP_ID: LOAD_PUSHER_APP.id, PUSHER_APP_KEY: LOAD_PUSHER_APP.key, PUSHER_APP_SECRET: LOAD_PUSHER_APP.secret } : {}),
+    ...(ceiling === undefined ? {} : { CONNECTION_CEILING: String(ceiling) }),
+  };
 }
 
 /** What a reader must know about a baseline to read its figures. */
 function targetNotes(options: LoadOptions, label: TargetLabel): string[] {
   const ceiling = label === "ours" && options.spawn ? spawnedCeiling(options) : undefined;
   if (ceiling !== undefined) return [`local server without its accept gate: connection ceiling set to ${ceiling} descriptors for the run's sockets (the launcher's own is a quarter of its descriptor limit)`];
-  if (label === "baseline" && options.baselineDurable) return ["durable baseline: each message is committed to SQLite (WAL, synchronous=FULL) before its publish is answered"];
-  if (label === "bare") return ["bare workerd baseline: one object per room sends each publish to every socket; no acks, window, history, coalescing or auth"];
-  if (label === "bare-durable") return ["bare workerd baseline, durable: each message is inserted into the room object's SQLite before its publish is answered and sent"];
-  if (label === "partyserver") return ["PartyServer baseline: partyserver 0.5.10 as its README writes a room (hibernation on, publish = onRequest + this.broadcast); no acks, window, history or auth"];
-  return [];
+  const note = label === "ours" ? "" : baselineOf(options, label).note;
+  return note ? [note] : [];
 }
 
 async function runTarget(options: LoadOptions, spec: TargetSpec, hardStopAt: number, runId: string): Promise<TargetRun> {
@@ -95,7 +103,7 @@ async function runTarget(options: LoadOptions, spec: TargetSpec, hardStopAt: num
     marks: [],
     notes: targetNotes(options, spec.label),
   };
-  let spawned: SpawnedServer | undefined;
+  let spawned: Server | undefined;
   let pool: ClientPool | undefined;
   let sampler: Sampler | undefined;
   let http: HttpClient | undefined;
@@ -112,7 +120,7 @@ async function runTarget(options: LoadOptions, spec: TargetSpec, hardStopAt: num
     });
     if (health.status !== 200) throw new Error(`target ${address.httpOrigin}/healthz answered HTTP ${health.status}`);
 
-    const pid = spec.label === "ours" && options.serverPid ? options.serverPid : address.loopback ? (spawned?.serverPid() ?? findListeningPid(address.port)) : undefined;
+    const pid = spec.label === "ours" && options.serverPid ? options.serverPid : address.loopback ? (spawned?.pid ?? findListeningPid(address.port)) : undefined;
     if (pid) {
       const limit = descriptorLimit(pid);
       const name = processName(pid);
@@ -142,7 +150,7 @@ async function runTarget(options: LoadOptions, spec: TargetSpec, hardStopAt: num
     sampler.onSample((sample) => line.update(sample));
     sampler.start();
 
-    const roomPrefix = `lt-${runId}-${options.scenario}`;
+    const roomPrefix = options.pusher ? loadPusherRoom(`lt-${runId}-${options.scenario}`) : `lt-${runId}-${options.scenario}`;
     const roomCount = options.rooms;
     const rooms = Array.from({ length: roomCount }, (_, i) => `${roomPrefix}-${i}`);
     pool = await ClientPool.start(options.procs, {
@@ -164,6 +172,7 @@ async function runTarget(options: LoadOptions, spec: TargetSpec, hardStopAt: num
       mux: options.mux,
       // connect opens the connections first and then times one subscribe storm of them all.
       subscribeOnOpen: options.scenario !== "connect",
+      pusher: options.pusher,
     });
     live.pools.add(pool);
     sampler.attachPool(pool);
@@ -187,7 +196,7 @@ async function runTarget(options: LoadOptions, spec: TargetSpec, hardStopAt: num
     };
     await SCENARIO_RUNNERS[options.scenario](ctx);
     // What the rooms wrote per message, counted in their storage (a spawned local server's SQLite files).
-    const storedRows = options.scenario === "fanout" ? spawned?.storedHistoryRows() : undefined;
+    const storedRows = options.scenario === "fanout" && spawned?.spec.kind === "ours" ? storedHistoryRows(spawned.dataDir) : undefined;
     if (storedRows !== undefined && (run.summary.published ?? 0) > 0) run.summary.historyRowsStoredPerMessage = storedRows / (run.summary.published as number);
     if (ctx.waves.length) run.waves = ctx.waves;
     if (ctx.latencyCdf) run.latencyCdf = ctx.latencyCdf;
@@ -213,7 +222,7 @@ async function runTarget(options: LoadOptions, spec: TargetSpec, hardStopAt: num
     }
     http?.close();
     if (spawned) {
-      await spawned.dispose();
+      await spawned.stop();
       live.servers.delete(spawned);
     }
     run.durationMs = Date.now() - startedAt.getTime();
@@ -233,7 +242,7 @@ function writeReports(report: LoadReport, dir: string): { json: string; html: st
 async function emergencyStop(reason: string): Promise<never> {
   log(`\nstopping: ${reason}`);
   for (const pool of live.pools) pool.kill();
-  await Promise.all([...live.servers].map((s) => s.dispose().catch(() => undefined)));
+  await Promise.all([...live.servers].map((s) => s.stop().catch(() => undefined)));
   process.exit(3);
 }
 
@@ -269,6 +278,7 @@ async function main(): Promise<number> {
   const report: LoadReport = {
     tool: "edge-fanout-load",
     schema: 1,
+    bench: "load",
     scenario: options.scenario,
     startedAt: new Date().toISOString(),
     command: `npm run load -- ${process.argv.slice(2).join(" ")}`,
@@ -277,7 +287,7 @@ async function main(): Promise<number> {
     runs: [],
   };
   for (const [i, spec] of specs.entries()) {
-    if (i > 0) await new Promise((r) => setTimeout(r, 3000)); // let the previous target's sockets drain
+    if (i > 0) await sleep(3000); // let the previous target's sockets drain
     // Each target gets an equal share of what is left of the time budget.
     const share = (hardStopAt - Date.now()) / (specs.length - i);
     log(`running ${options.scenario} against ${spec.label}`);
@@ -296,7 +306,7 @@ async function main(): Promise<number> {
     process.stdout.write(`\n${text}\n`);
   }
   if (options.report) {
-    const files = writeReports(report, options.out ?? join(REPO_ROOT, "load", "results"));
+    const files = writeReports(report, options.out ?? RESULTS_DIR);
     log(`report: ${files.html}\njson:   ${files.json}`);
   }
   return report.runs.every((r) => r.ok) ? 0 : 1;

@@ -1,6 +1,7 @@
-import { parseArgs } from "node:util";
 import { resolve } from "node:path";
 import { MAX_ROOMS_PER_CONNECTION } from "../../common/settings";
+import { parseValues, readChoice, readNumber, readPairs, UsageRequested, type OptionSpecs } from "./kit/args";
+import { BASELINES, baselineNamed, type Baseline } from "./kit/baselines";
 
 export const SCENARIOS = ["connect", "fanout", "slow", "storm", "broadcast"] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
@@ -16,20 +17,13 @@ export interface LoadOptions {
   url: string;
   spawn: boolean;
   port: number;
-  baseline: boolean;
+  /** The baselines (kit/baselines.ts) to run against too, by name, in the table's order. */
+  baselines: string[];
   baselineOnly: boolean;
-  baselinePort: number;
-  /** The baseline commits each message to SQLite before answering its publish (like the service). */
+  /** The Node baseline commits each message to SQLite before answering its publish (like the service). */
   baselineDurable: boolean;
-  /** Also run against the bare workerd baseline (load/baselines/bare-workerd): send-only. */
-  baselineBare: boolean;
-  /** Also run against the bare workerd baseline that stores each message in SQLite before answering. */
-  baselineBareDurable: boolean;
-  /** Port of the bare baselines (the durable one listens on the next port). */
-  barePort: number;
-  /** Also run against the PartyServer baseline (load/baselines/partyserver): a peer's room server on the same workerd. */
-  baselinePartyserver: boolean;
-  partyserverPort: number;
+  /** Each baseline port option's value (--baseline-port, --bare-port...). */
+  ports: Record<string, number>;
   /** The --spawn'ed local server's accept gate (local-server/: the launcher relays connections to workerd). */
   serverGate: "auto" | "on" | "off";
   serverPid: number | undefined;
@@ -54,6 +48,8 @@ export interface LoadOptions {
    * subscriptions either way: rooms × sockets ÷ mux connections (connect: `sockets` connections).
    */
   mux: number;
+  /** The --mux connections speak Pusher (the front door, `/app/{key}`): each follows its rooms as channels. */
+  pusher: boolean;
   // shape
   sockets: number;
   rooms: number;
@@ -107,20 +103,9 @@ Target (loopback only unless --allow-remote):
   --url URL              target service (default http://127.0.0.1:8787); ws/wss/http/https accepted
   --spawn                start the local server (local-server/server.mjs) on --port for this run
   --port N               port for --spawn (default 18201)
-  --baseline             also run the same scenario against the bundled Node ws baseline server and print ratios
-  --baseline-only        run only against the baseline (spawned on --baseline-port)
-  --baseline-port N      default 18210
-  --baseline-bare        also run against the bare workerd baseline (load/baselines/bare-workerd: one object per
-                         room that sends each publish to every socket, nothing else), run on workerd directly
-  --baseline-bare-durable  also run against the bare workerd baseline that inserts each message into SQLite
-                         before it answers and sends. With --baseline-only, only the baselines named run
-                         (the Node one when none of --baseline-bare, --baseline-bare-durable is given)
-  --bare-port N          port of the bare baseline (default 18220; the durable one listens on N + 1)
-  --baseline-partyserver  also run against a PartyServer room server (load/baselines/partyserver: partyserver
-                         0.5.10 as its README writes one, hibernation on, publish = onRequest + this.broadcast),
-                         on workerd directly; with --baseline-only it runs as the bare ones do
-  --partyserver-port N   port of the PartyServer baseline (default 18230)
-  --baseline-durable     the baseline commits history to SQLite (WAL, synchronous=FULL) before it answers each
+  --baseline-only        run only against the baselines named (the Node one when none is named)
+${baselineUsage()}
+  --baseline-durable     the Node baseline commits history to SQLite (WAL, synchronous=FULL) before it answers each
                          publish, as the service does (needs: npm install --no-save better-sqlite3@12.11.1)
   --server-pid PID       process to sample (default: whoever listens on the target port)
   --allow-remote         allow a non-loopback target (a deployment you own; no server sampling)
@@ -128,7 +113,7 @@ Target (loopback only unless --allow-remote):
   --ws-param P           "name=value" query parameter on socket URLs (repeatable), e.g. a token
   --server-var KV        "KEY=VALUE" var override for the --spawn'ed server (repeatable), e.g. BATCH_MAX_EVENTS=1
   --server-dir DIR       --spawn the local server of another checkout (e.g. an earlier commit in a git worktree),
-                         to measure a change side by side with compare.mjs
+                         to measure a change side by side with the compare benchmark
   --server-gate MODE     the --spawn'ed server's accept gate: auto (the launcher's default: on below 262,144
                          descriptors), on, off. With it on the launcher relays every connection; its CPU is
                          reported beside workerd's. Off, the tool sets the launcher's connection ceiling to the
@@ -165,6 +150,10 @@ Multiplexed connections (GET /ws; every delivery matched by room and seq per sub
                          --sockets stays the followers per room: rooms x sockets / K connections, connection c
                          following rooms cK .. cK+K-1 (mod --rooms). connect: --sockets connections, opened
                          first and then all subscribing at once (a subscribe storm, timed apart)
+  --pusher               with --mux K: each connection is a Pusher connection (/app/{key}, docs/pusher.md) following
+                         K channels, and the rooms are those channels' (pusher:1:...); the --spawn'ed server gets the
+                         Pusher app (id 1, key load-key). A Pusher connection has no seq: a channel's n-th event is
+                         its room's seq n, and latency is measured from the publisher's send time
 
 Output and bounds:
   --json                 print the result as JSON on stdout (human output goes to stderr)
@@ -176,85 +165,34 @@ Output and bounds:
 `;
 
 function num(value: string | undefined, name: string, fallback: number, min: number, max: number): number {
-  if (value === undefined) return fallback;
-  const n = Number(value);
-  if (!Number.isFinite(n) || n < min || n > max) throw new Error(`--${name} must be a number in [${min}, ${max}], got ${value}`);
-  return n;
+  return readNumber(value, name, fallback, { min, max });
 }
 
 function int(value: string | undefined, name: string, fallback: number, min: number, max: number): number {
-  const n = num(value, name, fallback, min, max);
-  if (!Number.isInteger(n)) throw new Error(`--${name} must be an integer, got ${value}`);
-  return n;
+  return readNumber(value, name, fallback, { min, max, integer: true });
 }
 
-function pairs(items: string[], separator: string, name: string): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const item of items) {
-    const at = item.indexOf(separator);
-    if (at <= 0) throw new Error(`--${name} takes "name${separator}value", got ${JSON.stringify(item)}`);
-    out[item.slice(0, at).trim()] = item.slice(at + 1).trim();
-  }
-  return out;
+/** The baselines' flags and port options, from their table. */
+function baselineUsage(): string {
+  const line = (left: string, text: string): string => (left.length < 23 ? `  ${left.padEnd(23)}${text}` : `  ${left}\n${" ".repeat(25)}${text}`);
+  const lines = BASELINES.filter((b) => b.flag).map((b) => line(`--${b.flag}`, b.help));
+  const ports = new Map(BASELINES.map((b) => [b.port.option, b.port.default] as const));
+  for (const [option, port] of ports) lines.push(line(`--${option} N`, `port of ${BASELINES.filter((b) => b.port.option === option).map((b) => `${b.name}${b.port.offset ? ` (+${b.port.offset})` : ""}`).join(", ")} (default ${port})`));
+  return lines.join("\n");
 }
+
+/** The load tool's options (their help is USAGE, grouped by what they are for), the baselines' flags and ports from their table. */
+const LOAD_OPTIONS = {
+  ...Object.fromEntries(BASELINES.flatMap((b) => [...(b.flag ? [[b.flag, { flag: true }] as const] : []), [b.port.option, {}] as const])),
+  url: {}, spawn: { flag: true }, port: {}, "baseline-only": { flag: true }, "baseline-durable": { flag: true }, "server-gate": {}, "server-dir": {}, "server-pid": {},
+  "allow-remote": { flag: true }, "publish-header": { multiple: true }, "ws-param": { multiple: true }, "server-var": { multiple: true },
+  procs: {}, sources: {}, "in-flight": {}, "handshake-timeout": {}, "ack-bytes": {}, mux: {}, pusher: { flag: true }, sockets: {}, rooms: {}, wave: {}, hold: {}, rate: {}, publishers: {},
+  payload: {}, duration: {}, deadline: {}, "slow-fraction": {}, "slow-count": {}, stall: {}, "drop-at": {}, mode: {}, "backoff-base": {}, "backoff-max": {}, select: {},
+  "sample-ms": {}, "max-seconds": {}, json: { flag: true }, out: {}, "no-report": { flag: true }, quiet: { flag: true },
+} as const satisfies OptionSpecs;
 
 export function parseLoadOptions(argv: string[]): LoadOptions {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    strict: true,
-    options: {
-      url: { type: "string" },
-      spawn: { type: "boolean" },
-      port: { type: "string" },
-      baseline: { type: "boolean" },
-      "baseline-only": { type: "boolean" },
-      "baseline-durable": { type: "boolean" },
-      "baseline-bare": { type: "boolean" },
-      "baseline-bare-durable": { type: "boolean" },
-      "baseline-partyserver": { type: "boolean" },
-      "partyserver-port": { type: "string" },
-      "bare-port": { type: "string" },
-      "server-gate": { type: "string" },
-      "server-dir": { type: "string" },
-      "baseline-port": { type: "string" },
-      "server-pid": { type: "string" },
-      "allow-remote": { type: "boolean" },
-      "publish-header": { type: "string", multiple: true },
-      "ws-param": { type: "string", multiple: true },
-      "server-var": { type: "string", multiple: true },
-      procs: { type: "string" },
-      sources: { type: "string" },
-      "in-flight": { type: "string" },
-      "handshake-timeout": { type: "string" },
-      "ack-bytes": { type: "string" },
-      mux: { type: "string" },
-      sockets: { type: "string" },
-      rooms: { type: "string" },
-      wave: { type: "string" },
-      hold: { type: "string" },
-      rate: { type: "string" },
-      publishers: { type: "string" },
-      payload: { type: "string" },
-      duration: { type: "string" },
-      deadline: { type: "string" },
-      "slow-fraction": { type: "string" },
-      "slow-count": { type: "string" },
-      stall: { type: "string" },
-      "drop-at": { type: "string" },
-      mode: { type: "string" },
-      "backoff-base": { type: "string" },
-      "backoff-max": { type: "string" },
-      select: { type: "string" },
-      "sample-ms": { type: "string" },
-      "max-seconds": { type: "string" },
-      json: { type: "boolean" },
-      out: { type: "string" },
-      "no-report": { type: "boolean" },
-      quiet: { type: "boolean" },
-      help: { type: "boolean", short: "h" },
-    },
-  });
+  const { values, positionals } = parseValues(argv, LOAD_OPTIONS, true);
   if (values.help) throw new UsageRequested();
   const scenario = positionals[0];
   if (!scenario || !(SCENARIOS as readonly string[]).includes(scenario)) {
@@ -262,31 +200,25 @@ export function parseLoadOptions(argv: string[]): LoadOptions {
   }
   const name = scenario as ScenarioName;
   const d = DEFAULTS[name];
-  const mode = values.mode ?? "client";
-  if (mode !== "client" && mode !== "server") throw new Error("--mode must be client or server");
-  const select = values.select ?? "rooms";
-  if (select !== "rooms" && select !== "prefix") throw new Error("--select must be rooms or prefix");
+  const mode = readChoice(values.mode, "mode", ["client", "server"], "client");
+  const select = readChoice(values.select, "select", ["rooms", "prefix"], "rooms");
+  const given = values as Record<string, string | boolean | string[] | undefined>;
 
   const options: LoadOptions = {
     scenario: name,
     url: values.url ?? "http://127.0.0.1:8787",
     spawn: values.spawn ?? false,
     port: int(values.port, "port", 18201, 1, 65535),
-    baseline: values.baseline ?? false,
+    baselines: BASELINES.filter((b) => b.flag && given[b.flag] === true).map((b) => b.name),
     baselineOnly: values["baseline-only"] ?? false,
     baselineDurable: values["baseline-durable"] ?? false,
-    baselineBare: values["baseline-bare"] ?? false,
-    baselineBareDurable: values["baseline-bare-durable"] ?? false,
-    barePort: int(values["bare-port"], "bare-port", 18220, 1, 65534),
-    baselinePartyserver: values["baseline-partyserver"] ?? false,
-    partyserverPort: int(values["partyserver-port"], "partyserver-port", 18230, 1, 65535),
-    serverGate: gateMode(values["server-gate"]),
-    baselinePort: int(values["baseline-port"], "baseline-port", 18210, 1, 65535),
+    ports: Object.fromEntries(BASELINES.map((b) => [b.port.option, int(given[b.port.option] as string | undefined, b.port.option, b.port.default, 1, 65534)])),
+    serverGate: readChoice(values["server-gate"], "server-gate", ["auto", "on", "off"], "auto"),
     serverPid: values["server-pid"] === undefined ? undefined : int(values["server-pid"], "server-pid", 0, 1, 2 ** 22),
     allowRemote: values["allow-remote"] ?? false,
-    publishHeaders: pairs(values["publish-header"] ?? [], ":", "publish-header"),
-    wsParams: pairs(values["ws-param"] ?? [], "=", "ws-param"),
-    serverVars: pairs(values["server-var"] ?? [], "=", "server-var"),
+    publishHeaders: readPairs(values["publish-header"] ?? [], ":", "publish-header"),
+    wsParams: readPairs(values["ws-param"] ?? [], "=", "ws-param"),
+    serverVars: readPairs(values["server-var"] ?? [], "=", "server-var"),
     serverDir: values["server-dir"] === undefined ? undefined : resolve(values["server-dir"]),
     procs: int(values.procs, "procs", 2, 1, 16),
     sources: int(values.sources, "sources", 4, 0, 64),
@@ -294,6 +226,7 @@ export function parseLoadOptions(argv: string[]): LoadOptions {
     handshakeTimeoutMs: int(values["handshake-timeout"], "handshake-timeout", 10_000, 100, 120_000),
     ackBytes: int(values["ack-bytes"], "ack-bytes", 0, 0, 64 * 1024 * 1024),
     mux: int(values.mux, "mux", 0, 0, MAX_ROOMS_PER_CONNECTION),
+    pusher: values.pusher ?? false,
     sockets: int(values.sockets, "sockets", d.sockets ?? 1000, 1, HARD_SOCKET_CAP),
     rooms: int(values.rooms, "rooms", d.rooms ?? 1, 1, 1000),
     wave: int(values.wave, "wave", d.wave ?? HARD_SOCKET_CAP, 1, HARD_SOCKET_CAP),
@@ -320,6 +253,7 @@ export function parseLoadOptions(argv: string[]): LoadOptions {
   };
   if (options.stallSeconds < 0) options.stallSeconds = options.durationSeconds;
   if (options.mux > 0) muxProblem(options);
+  if (options.pusher && (options.mux === 0 || options.baselines.length > 0)) throw new Error("--pusher goes with --mux K, against the service only (no baseline speaks Pusher)");
   const total = totalSockets(options);
   if (options.slowCount > total) throw new Error(`--slow-count ${options.slowCount} is more than the ${total} sockets of the run`);
   if (total > HARD_SOCKET_CAP) {
@@ -360,10 +294,10 @@ function muxProblem(options: LoadOptions): void {
   if (options.mux > options.rooms) throw new Error(`--mux ${options.mux} is more rooms than the run has (--rooms ${options.rooms})`);
   if (options.scenario === "broadcast") throw new Error("--mux is for connect, fanout, slow and storm");
   // The bare workerd baseline holds a multiplexed connection in its Worker (load/baselines/bare-workerd/relay.ts); the Node one has none.
-  if (options.baseline || (options.baselineOnly && !options.baselineBare && !options.baselineBareDurable && !options.baselinePartyserver)) {
-    throw new Error("--mux runs against the service and the bare workerd baseline: the Node baseline has no multiplexed connections");
+  for (const label of targetLabels(options)) {
+    const baseline = label === "ours" ? undefined : baselineOf(options, label);
+    if (baseline && !baseline.multiplexed) throw new Error(`--mux runs against the service and the baselines that serve GET /ws: ${baseline.title} has none`);
   }
-  if (options.baselinePartyserver) throw new Error("--mux runs against the service and the bare workerd baseline: the PartyServer baseline has no multiplexed connections");
   if (options.scenario !== "connect" && (options.sockets * options.rooms) % options.mux !== 0) {
     throw new Error(`--rooms ${options.rooms} × --sockets ${options.sockets} subscriptions do not divide into connections of --mux ${options.mux}`);
   }
@@ -382,17 +316,22 @@ export function spawnedCeiling(options: Pick<LoadOptions, "serverGate" | "scenar
   return totalSockets(options) + 1024;
 }
 
-/** What one run is measured against, in order: ours, then each baseline asked for. */
-export type TargetLabel = "ours" | "baseline" | "bare" | "bare-durable" | "partyserver";
+/** What one run is measured against, in order: "ours", then the name of each baseline asked for. */
+export type TargetLabel = string;
 
-export function targetLabels(options: Pick<LoadOptions, "baseline" | "baselineOnly" | "baselineBare" | "baselineBareDurable" | "baselinePartyserver">): TargetLabel[] {
-  const bare: TargetLabel[] = [
-    ...(options.baselineBare ? ["bare" as const] : []),
-    ...(options.baselineBareDurable ? ["bare-durable" as const] : []),
-    ...(options.baselinePartyserver ? ["partyserver" as const] : []),
-  ];
-  if (options.baselineOnly) return [...(options.baseline || bare.length === 0 ? ["baseline" as const] : []), ...bare];
-  return ["ours", ...(options.baseline ? ["baseline" as const] : []), ...bare];
+export function targetLabels(options: Pick<LoadOptions, "baselines" | "baselineOnly">): TargetLabel[] {
+  if (options.baselineOnly) return options.baselines.length > 0 ? options.baselines : ["baseline"];
+  return ["ours", ...options.baselines];
+}
+
+/** The baseline a target label runs: the Node baseline is its durable variant with --baseline-durable. */
+export function baselineOf(options: Pick<LoadOptions, "baselineDurable">, label: string): Baseline {
+  return baselineNamed(label === "baseline" && options.baselineDurable ? "baseline-durable" : label);
+}
+
+/** The port a baseline of the run listens on. */
+export function baselinePort(options: Pick<LoadOptions, "ports">, baseline: Baseline): number {
+  return (options.ports[baseline.port.option] ?? baseline.port.default) + (baseline.port.offset ?? 0);
 }
 
 /** Generous upper bound on a run's length, used as the hard stop when --max-seconds is not given. */
@@ -406,14 +345,4 @@ export function estimatedSeconds(options: LoadOptions): number {
   return Math.min(HARD_TIME_CAP_SECONDS, Math.ceil(perTarget * targets + 60));
 }
 
-export class UsageRequested extends Error {
-  constructor() {
-    super("usage");
-  }
-}
-
-function gateMode(value: string | undefined): "auto" | "on" | "off" {
-  if (value === undefined) return "auto";
-  if (value === "auto" || value === "on" || value === "off") return value;
-  throw new Error("--server-gate must be auto, on or off");
-}
+export { UsageRequested };

@@ -1,6 +1,7 @@
 import WebSocket from "ws";
 import { parseServerFrame, type MultiplexEvent, type RoomScoped, type ServerMessage } from "../../protocol";
 import type { CloseInfo } from "./socket";
+import { Waiters } from "./wait";
 
 type Message = RoomScoped<ServerMessage>;
 
@@ -19,7 +20,7 @@ export class MuxSocket {
   readonly readSeq = new Map<string, number>();
   readonly epochs = new Map<string, string>();
   autoAck: boolean;
-  #waiters = new Set<() => void>();
+  #waiters = new Waiters();
 
   private constructor(ws: WebSocket, autoAck: boolean) {
     this.ws = ws;
@@ -29,7 +30,7 @@ export class MuxSocket {
         if (this.closeInfo) return;
         this.closeInfo = { code, reason };
         resolve(this.closeInfo);
-        this.#notify();
+        this.#waiters.notify();
       };
       ws.on("close", (code, reason) => settle(code, reason.toString()));
       ws.once("open", () => {
@@ -38,7 +39,7 @@ export class MuxSocket {
       });
     });
     ws.on("message", (data) => this.#frame(data.toString()));
-    ws.on("error", () => this.#notify());
+    ws.on("error", () => this.#waiters.notify());
   }
 
   static open(url: string, options: { autoAck?: boolean; protocols?: string[] } = {}): Promise<MuxSocket> {
@@ -80,21 +81,8 @@ export class MuxSocket {
     return this.events.filter((e) => e.type === type && (room === undefined || ("room" in e && e.room === room))) as Extract<MultiplexEvent, { type: T }>[];
   }
 
-  async waitFor(predicate: (socket: MuxSocket) => boolean, timeoutMs = 10_000, what = "condition"): Promise<void> {
-    if (predicate(this)) return;
-    await new Promise<void>((resolve, reject) => {
-      const check = () => {
-        if (!predicate(this)) return;
-        clearTimeout(timer);
-        this.#waiters.delete(check);
-        resolve();
-      };
-      const timer = setTimeout(() => {
-        this.#waiters.delete(check);
-        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last events: ${JSON.stringify(this.events.slice(-4))}`));
-      }, timeoutMs);
-      this.#waiters.add(check);
-    });
+  waitFor(predicate: (socket: MuxSocket) => boolean, timeoutMs = 10_000, what = "condition"): Promise<void> {
+    return this.#waiters.waitFor(() => predicate(this), { timeoutMs, what, detail: () => `last events: ${JSON.stringify(this.events.slice(-4))}` });
   }
 
   waitForMessages(room: string, count: number, timeoutMs = 10_000): Promise<void> {
@@ -115,7 +103,7 @@ export class MuxSocket {
   }
 
   #frame(text: string): void {
-    if (text === "pong") return this.#notify();
+    if (text === "pong") return this.#waiters.notify();
     const parsed = parseServerFrame(text);
     if (!parsed.ok) throw new Error(`server sent an invalid frame: ${text}`);
     const events = parsed.value as MultiplexEvent[];
@@ -134,10 +122,6 @@ export class MuxSocket {
       if (event.type === "presence") acks.set(event.room, { seq: this.readSeq.get(event.room) ?? 0, tag: event.tag });
     }
     if (this.autoAck) for (const [room, ack] of acks) this.send({ type: "ack", room, ...ack });
-    this.#notify();
-  }
-
-  #notify(): void {
-    for (const waiter of [...this.#waiters]) waiter();
+    this.#waiters.notify();
   }
 }

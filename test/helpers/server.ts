@@ -3,6 +3,7 @@ import { mkdtempSync, readFileSync, readdirSync, readlinkSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { SECRET_VARS, TEXT_VARS } from "../../common/settings";
 import { fileURLToPath } from "node:url";
 
 const serverScript = fileURLToPath(new URL("../../local-server/server.mjs", import.meta.url));
@@ -64,7 +65,7 @@ function serviceVarNames(): string[] {
   const toml = readFileSync(wranglerToml, "utf8");
   const section = /^\[vars\]\s*$([\s\S]*?)(?=^\[|$(?![\s\S]))/m.exec(toml)?.[1] ?? "";
   const names = [...section.matchAll(/^\s*([A-Z][A-Z0-9_]*)\s*=/gm)].map((m) => m[1] as string);
-  return [...names, "PUBLISH_KEY", "TOKEN_SECRET", "ALLOWED_ORIGINS", "WEBHOOK_URL", "WEBHOOK_SECRET", "WEBHOOK_EVENTS", "WEBHOOK_MESSAGE_PREFIX", "ACCEPT_GATE", "CONNECTION_CEILING"];
+  return [...names, ...TEXT_VARS, ...SECRET_VARS, "ACCEPT_GATE", "CONNECTION_CEILING"];
 }
 
 function launcherEnv(port: number, dataDir: string, extra: Record<string, string>): NodeJS.ProcessEnv {

@@ -1,5 +1,6 @@
 import WebSocket from "ws";
 import { parseServerFrame, type ServerMessage, type PresenceEvent, type RoomStats, type ServerEvent } from "../../protocol";
+import { Waiters } from "./wait";
 
 export interface CloseInfo {
   code: number;
@@ -25,7 +26,7 @@ export class TestSocket {
   lastMessage: ServerMessage | null = null;
   /** The seq this socket has read up to (welcome, lost, messages): what an ack of a presence event names. */
   readSeq = -1;
-  #waiters = new Set<() => void>();
+  #waiters = new Waiters();
 
   private constructor(ws: WebSocket, autoAck: boolean) {
     this.ws = ws;
@@ -34,7 +35,7 @@ export class TestSocket {
         if (this.closeInfo) return;
         this.closeInfo = { code, reason };
         resolve(this.closeInfo);
-        this.#notify();
+        this.#waiters.notify();
       };
       ws.on("close", (code, reason) => settle(code, reason.toString()));
       // workerd may keep the TCP connection of a hibernatable socket open for
@@ -48,7 +49,7 @@ export class TestSocket {
     ws.on("message", (data) => {
       const text = data.toString();
       this.frames.push(text);
-      if (text === "pong") return this.#notify();
+      if (text === "pong") return this.#waiters.notify();
       const parsed = parseServerFrame(text);
       if (!parsed.ok) throw new Error(`server sent an invalid frame: ${text}`);
       this.events.push(...parsed.value);
@@ -64,9 +65,9 @@ export class TestSocket {
         if (event.type === "presence") ack = { seq: this.readSeq, tag: event.tag };
       }
       if (ack && autoAck) this.send({ type: "ack", seq: ack.seq, tag: ack.tag });
-      this.#notify();
+      this.#waiters.notify();
     });
-    ws.on("error", () => this.#notify());
+    ws.on("error", () => this.#waiters.notify());
   }
 
   static open(url: string, options: OpenOptions = {}): Promise<TestSocket> {
@@ -105,22 +106,8 @@ export class TestSocket {
   }
 
   /** Waits until `predicate` holds (re-checked on every frame), or fails after `timeoutMs`. */
-  async waitFor(predicate: (socket: TestSocket) => boolean, timeoutMs = 10_000, what = "condition"): Promise<void> {
-    if (predicate(this)) return;
-    await new Promise<void>((resolve, reject) => {
-      const check = () => {
-        if (predicate(this)) {
-          clearTimeout(timer);
-          this.#waiters.delete(check);
-          resolve();
-        }
-      };
-      const timer = setTimeout(() => {
-        this.#waiters.delete(check);
-        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last events: ${JSON.stringify(this.events.slice(-3))}`));
-      }, timeoutMs);
-      this.#waiters.add(check);
-    });
+  waitFor(predicate: (socket: TestSocket) => boolean, timeoutMs = 10_000, what = "condition"): Promise<void> {
+    return this.#waiters.waitFor(() => predicate(this), { timeoutMs, what, detail: () => `last events: ${JSON.stringify(this.events.slice(-3))}` });
   }
 
   waitForMessages(count: number, timeoutMs = 10_000): Promise<void> {
@@ -134,10 +121,6 @@ export class TestSocket {
 
   close(): void {
     this.ws.close(1000);
-  }
-
-  #notify(): void {
-    for (const waiter of [...this.#waiters]) waiter();
   }
 }
 

@@ -4,7 +4,7 @@
  * multiplexed connections may follow it, and every publish, from a socket on
  * any object, passes the root's hook. ListedRoom
  * (onConnect) shows that a room with connection hooks keeps its sockets.
- * Run by test/node/hooks-sharded.test.ts on the local server.
+ * Run by test/service/hooks-sharded.test.ts on the local server.
  */
 import { Hono } from "hono";
 import { createFanoutApp, Room, type ConnectRequest, type FanoutEnv, type PublishDecision, type PublishRequest } from "../../worker/lib";

@@ -211,7 +211,7 @@ describe("beforePublish", () => {
     frames.forEach(([data], i) => send(publisher, { type: "publish", data, id: `f${i}` }));
     await until(() => publisher.of("published").length + publisher.of("error").length === frames.length);
     // Each answered once, by its id. (Inside vitest-pool-workers the runtime may hand a socket's frames to
-    // the room out of order; test/node/hooks-local.test.ts checks the order through real sockets.)
+    // the room out of order; test/service/hooks-local.test.ts checks the order through real sockets.)
     const answers = new Map((publisher.events.filter((e) => e.type === "published" || e.type === "error") as (PublishedEvent | ServerError)[]).map((a) => [a.id, a]));
     expect([...answers.keys()].sort()).toEqual(frames.map((_, i) => `f${i}`).sort());
     frames.forEach(([, code], i) => {

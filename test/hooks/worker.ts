@@ -17,6 +17,7 @@ import {
   type PublishDecision,
   type PublishRequest,
 } from "../../worker/lib";
+import { sleep } from "../helpers/wait";
 
 export { Coordinator, RoomHub } from "../../worker/lib";
 
@@ -28,8 +29,6 @@ export interface FixtureData {
   failOnClose?: boolean;
   note?: string;
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export class HookedRoom extends Room<FanoutEnv, FixtureData> {
   protected override async onConnect(request: ConnectRequest): Promise<ConnectDecision<FixtureData>> {

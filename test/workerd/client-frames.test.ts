@@ -136,6 +136,21 @@ describe("acks", () => {
     expect((await closeOf(t.peer)).code).toBe(CloseCode.BAD_FRAME);
     expect(t.rig.counters.values.refusals).toEqual({ bad_ack: 1 });
   });
+
+  it("takes an ack naming a message inside a frame as stale whatever its tag: only a frame's last tag is kept, and it releases nothing", async () => {
+    const t = setup({ rate: { perSecond: 1, burst: 2 } });
+    const { messages, frame } = t.rig.publishTogether(["a", "b", "c"]);
+    expect(frame.lastSeq).toBe(3);
+    const inner = messages[1]!;
+    await t.send({ type: "ack", seq: inner.seq, tag: inner.tag });
+    await t.send({ type: "ack", seq: inner.seq, tag: (inner.tag + 1) % 2 ** 32 });
+    expect(t.open()).toBe(true);
+    expect(t.socket.window.inFlight).toBe(frame.bytes);
+    expect(t.rig.counters.values.refusals).toEqual({});
+    // Each cost a token: the third costly frame is over the burst.
+    await t.send({ type: "ack", seq: inner.seq, tag: 7 });
+    expect((await closeOf(t.peer)).code).toBe(CloseCode.RATE_LIMITED);
+  });
 });
 
 describe("publishes", () => {

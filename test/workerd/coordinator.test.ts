@@ -8,7 +8,7 @@ import { prefixUpperBound, Registry } from "../../durable-objects/coordinator/re
 import { decodeCursor, encodeCursor, parseBroadcastBody, parseListQuery } from "../../worker/coordinator/requests";
 import { hashRoomName, shardOf, shardStub } from "../../common/coordinator-shards";
 import type { Env } from "../../worker/env";
-import { eventually } from "../helpers/wait";
+import { eventually, sleep } from "../helpers/wait";
 
 const bindings = env as unknown as Env;
 type Entry = { fetch(input: string, init?: RequestInit): Promise<Response> };
@@ -42,6 +42,8 @@ describe("request parsing", () => {
     const parsed = parseBroadcastBody(JSON.stringify({ data: { a: [1, "two"] }, rooms: ["x", "y", "x"] }), config);
     expect(parsed).toEqual({ ok: true, value: { target: { kind: "rooms", rooms: ["x", "y"] }, dataJson: '{"a":[1,"two"]}' } });
     expect(parseBroadcastBody('{"data":null}', config)).toEqual({ ok: true, value: { target: { kind: "prefix", prefix: "" }, dataJson: "null" } });
+    // An empty prefix is every live room, as no prefix is (coordinator.md): every name starts with it.
+    expect(parseBroadcastBody('{"data":null,"prefix":""}', config)).toEqual(parseBroadcastBody('{"data":null}', config));
   });
 
   it("bounds a prefix range by incrementing its last character", () => {
@@ -63,7 +65,7 @@ describe("fan-out", () => {
       rooms,
       async () => {
         peak = Math.max(peak, ++inFlight);
-        await new Promise((r) => setTimeout(r, 1));
+        await sleep(1);
         inFlight -= 1;
         return ok;
       },

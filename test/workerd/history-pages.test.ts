@@ -104,7 +104,7 @@ describe("GET /rooms/{room}/messages", () => {
     const { body: ok } = await page(room);
     for (const query of [
       "?limit=0", "?limit=1001", "?limit=ten", "?limit=-1", "?after=-1", "?after=1.5", "?before=x", "?after=5&before=5", "?after=6&before=2",
-      "?direction=sideways", "?cursor=nope", `?cursor=${encodeURIComponent(ok.cursor ?? "b1.0.1." + ok.epoch)}&after=1`, "?epoch=not%20an%20epoch",
+      "?direction=sideways", "?cursor=nope", `?cursor=${encodeURIComponent(ok.cursor ?? "b1.0.1." + ok.epoch)}&after=1`, "?epoch=not%20an%20epoch", "?epoch=", `?epoch=${"e".repeat(65)}`, "?epoch=a%2Fb", "?epoch=%C3%A9poque",
       `?cursor=b2..1.${ok.epoch}&epoch=another-epoch`,
     ]) {
       const res = await page(room, query);

@@ -25,7 +25,7 @@ import {
 import { DEFAULTS } from "../../common/settings";
 import { mintToken } from "../../common/tokens";
 import { createFanoutApp } from "../../worker/app";
-import { until } from "../helpers/wait";
+import { sleep, until } from "../helpers/wait";
 
 type FetchLike = (request: Request) => Promise<Response>;
 
@@ -756,7 +756,7 @@ describe("client frames over a socket", () => {
     await until(() => s.close !== null, { what: "close" });
     expect(s.close?.code).toBe(code);
     // Give any wrongly processed frame time to land before looking.
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
     expect(await roomSeq(room)).toBe(0);
   });
 });

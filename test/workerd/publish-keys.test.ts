@@ -12,6 +12,7 @@ import { MetaStore } from "../../durable-objects/room/meta-store";
 import { keyedPublish, PublishKeys } from "../../durable-objects/room/publish-keys";
 import { Publishing } from "../../durable-objects/room/publishing";
 import type { Env } from "../../worker/env";
+import { sleep, until } from "../helpers/wait";
 
 /**
  * Publishes that can be retried: an HTTP publish's Idempotency-Key and a
@@ -47,14 +48,6 @@ async function openSocket(room: string): Promise<{ ws: WebSocket; events: Server
   });
   ws.accept();
   return { ws, events, closed };
-}
-
-async function until(check: () => boolean, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error("condition not met in time");
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 /** A room's publish path on its own storage, as a new instance of the room would build it. */
@@ -128,7 +121,7 @@ describe("socket publishes with a key", () => {
     expect(answers).toContainEqual({ type: "published", id: "first", seq: 1 });
     expect(answers).toContainEqual({ type: "published", id: "again", seq: 1, duplicate: true });
     expect(answers.find((a) => a.id === "other")).toMatchObject({ type: "error", code: "conflict" });
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
     const delivered = reader.events.filter((e): e is ServerMessage => e.type === "message");
     expect(delivered.map((m) => [m.seq, m.data])).toEqual([[1, { n: 1 }]]);
     publisher.ws.close(1000);
@@ -187,7 +180,7 @@ describe("PublishKeys", () => {
       expect(publishingOn(state, { maxMessages: 5, maxAgeMs: 600_000 }, 120_000).publishing.prior(keyedPublish("h", "old", "h1"))).toBeNull();
       // A reach shorter than the row's age, or a history age bound shorter than it: not recognised.
       await ring.publishing.publish("7", {}, keyedPublish("h", "new", "h7"));
-      await new Promise((r) => setTimeout(r, 30));
+      await sleep(30);
       expect(publishingOn(state, { maxMessages: 5, maxAgeMs: 600_000 }, 10).publishing.prior(keyedPublish("h", "new", "h7"))).toBeNull();
       expect(publishingOn(state, { maxMessages: 5, maxAgeMs: 10 }, 120_000).publishing.prior(keyedPublish("h", "new", "h7"))).toBeNull();
       expect(publishingOn(state, { maxMessages: 5, maxAgeMs: 600_000 }, 120_000).publishing.prior(keyedPublish("h", "new", "h7"))).toMatchObject({ seq: 7 });

@@ -19,11 +19,15 @@ export function openModeGaps(settings: AccessSettings, webhooks = false): string
 
 let warned = false;
 
+/** What the open-mode line says first, before the gaps. */
+const OPEN_MODE_WARNING = "!!! ACCESS CONTROL IS OFF !!! Fine for local development; set the secrets before exposing this service (docs/security.md)";
+
 /**
- * Warns once per isolate, on its first request, when access control is off.
- * The local server's start-up health check is that first request, so the
- * warning prints as the server starts; on Cloudflare it shows in
- * `wrangler tail` after each deploy or isolate start.
+ * Warns once per isolate, on its first request, when access control is off:
+ * one log line, like every log of the service (its `warning` says it loudly,
+ * its `gaps` what is open). The local server's start-up health check is that
+ * first request, so the warning prints as the server starts; on Cloudflare it
+ * shows in `wrangler tail` after each deploy or isolate start.
  */
 export function warnWhenOpen(): MiddlewareHandler {
   return async (c, next) => {
@@ -31,18 +35,7 @@ export function warnWhenOpen(): MiddlewareHandler {
       warned = true;
       const env = c.env as Record<string, unknown>;
       const gaps = openModeGaps(accessSettings(env), webhookSettings(env) !== null);
-      if (gaps.length > 0) {
-        logEvent("open_mode", { gaps });
-        console.warn(
-          [
-            "",
-            "!!! ACCESS CONTROL IS OFF !!!",
-            ...gaps.map((g) => `!!! ${g}`),
-            "!!! Fine for local development; set the secrets before exposing this service (docs/security.md).",
-            "",
-          ].join("\n"),
-        );
-      }
+      if (gaps.length > 0) logEvent("open_mode", { warning: OPEN_MODE_WARNING, gaps });
     }
     return next();
   };

@@ -1,6 +1,7 @@
 import type { MiddlewareHandler } from "hono";
 import { refuse } from "./refusal";
 import { accessSettings } from "../../common/settings";
+import { isPrivatePusherRoom } from "../../protocol/pusher";
 
 const encoder = new TextEncoder();
 
@@ -32,14 +33,21 @@ export function bearerCredentials(header: string | undefined): string | null {
 
 /**
  * Requires `Authorization: Bearer <PUBLISH_KEY>` when a publish key is set;
- * lets everything through when it is not (open mode). Guards HTTP publishing,
- * /broadcast, the room listing and room stats, and /metrics.
+ * lets everything through when it is not (open mode), except the rooms of
+ * channels Pusher keeps private (docs/pusher.md#isolation), which open mode
+ * never opens. Guards HTTP publishing, /broadcast, the room listing and room
+ * stats, and /metrics.
  */
 export function requirePublishKey(): MiddlewareHandler {
   return async (c, next) => {
     const key = accessSettings(c.env as Record<string, unknown>).publishKey;
-    if (key === null) return next();
     const room = c.req.param("room");
+    if (key === null) {
+      if (room !== undefined && isPrivatePusherRoom(room)) {
+        return refuse(c, "room_not_allowed", "a private Pusher channel's room is reached with the publish key only: set PUBLISH_KEY", { room });
+      }
+      return next();
+    }
     const given = bearerCredentials(c.req.header("authorization"));
     if (given === null) {
       return refuse(c, "missing_key", "this endpoint requires Authorization: Bearer <publish key>", { room });

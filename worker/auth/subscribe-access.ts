@@ -7,6 +7,7 @@ import { refuseUpgrade } from "./refusal";
 import { accessSettings } from "../../common/settings";
 import { FANOUT_SUBPROTOCOL, parseSubprotocolOffer } from "./subprotocol";
 import { accessTo, grantsOf, verifyToken, type SubscribeClaims } from "../../common/tokens";
+import { isPrivatePusherRoom } from "../../protocol/pusher";
 
 /** What the access check leaves the route: the headers it forwards the upgrade with. */
 export type ForwardEnv = { Variables: { forwardHeaders: Headers } };
@@ -100,6 +101,10 @@ function socketAccess(kind: "room" | "connection"): MiddlewareHandler {
 
     let verdict: Record<string, string> = {};
     let claims: SubscribeClaims | null = null;
+    // Open mode opens every room but those of channels Pusher keeps private: a token that grants one opens it.
+    if (settings.tokenSecret === null && room !== undefined && isPrivatePusherRoom(room)) {
+      return refuseUpgrade(c, "room_not_allowed", "a private Pusher channel's room needs a token that grants it: set TOKEN_SECRET", { room });
+    }
     if (settings.tokenSecret !== null) {
       const token = c.req.query("token") ?? offer.token;
       if (token === null || token === "") {

@@ -12,6 +12,7 @@ export const forgedAck: Check = {
   title: "an ack with the wrong tag or of a message never sent closes the socket with 4000",
   timeoutMs: 20_000,
   needsSockets: true,
+  needsPublishKey: true,
   async run(ctx) {
     const room = ctx.room("");
     const liar = await ctx.openRoom(room, { autoAck: false });
@@ -45,8 +46,10 @@ export const slowReader: Check = {
   title: "the window bounds a silent reader; acking catches up from history; a stalled one is closed to reconnect",
   timeoutMs: 60_000,
   needsSockets: true,
+  needsPublishKey: true,
   async run(ctx) {
     const { window, maxMessageBytes } = ctx.facts;
+    if (window === null || maxMessageBytes === null) skip("no socket could be opened to learn the window");
     if (window === 0) skip("the service announces no window (WINDOW_BYTES = 0)");
     if (window > 4 * 1024 * 1024) skip(`the window is ${window} B; filling it would take more traffic than the suite allows (4 MiB)`);
     const room = ctx.room("");

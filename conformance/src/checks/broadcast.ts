@@ -13,6 +13,7 @@ export const broadcastIdempotent: Check = {
   title: "POST /broadcast with a key twice: each room's next seq once, then duplicates",
   timeoutMs: 30_000,
   needsSockets: true,
+  needsPublishKey: true,
   async run(ctx) {
     const rooms = [ctx.room("a"), ctx.room("b"), ctx.room("c")];
     const readers = await Promise.all(rooms.map((room) => ctx.openRoom(room)));

@@ -14,6 +14,7 @@ export const historyMatchesDelivery: Check = {
   title: "every accepted publish is in history as delivered (forward page, backward cursor pages)",
   timeoutMs: 30_000,
   needsSockets: true,
+  needsPublishKey: true,
   async run(ctx) {
     const room = ctx.room("");
     const reader = await ctx.openRoom(room);

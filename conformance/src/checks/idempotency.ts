@@ -13,6 +13,7 @@ export const idempotentHttp: Check = {
   title: "Idempotency-Key retried: same seq, duplicate:true, one delivery; other body 409 conflict",
   timeoutMs: 20_000,
   needsSockets: true,
+  needsPublishKey: true,
   async run(ctx) {
     const room = ctx.room("");
     const reader = await ctx.openRoom(room);
@@ -48,6 +49,7 @@ export const idempotentSocket: Check = {
   title: "a socket publish sent again with its key: same seq, duplicate; other data conflict, socket stays",
   timeoutMs: 20_000,
   needsSockets: true,
+  needsPublishKey: false,
   async run(ctx) {
     const room = ctx.room("");
     const publisher = await ctx.openRoom(room);

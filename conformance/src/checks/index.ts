@@ -9,6 +9,7 @@ import { multiplexOrder } from "./multiplex.js";
 import { concurrentPublishers } from "./order.js";
 import { memberOnce, reloadIsNoLeave } from "./presence.js";
 import { badBodies, badFrames, badRoom, badUpgrades, forbidden, publishKey, tokens } from "./refusals.js";
+import { PUSHER_CHECKS } from "./pusher.js";
 import { resumeAfterDrop } from "./resume.js";
 
 /**
@@ -39,4 +40,5 @@ export const CHECKS: readonly Check[] = [
   forbidden,
   badFrames,
   messageSize,
+  ...PUSHER_CHECKS,
 ];

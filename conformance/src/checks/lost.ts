@@ -15,6 +15,7 @@ export const lostEpoch: Check = {
   title: "a resume from another epoch is told lost 1..latest, then continues",
   timeoutMs: 20_000,
   needsSockets: true,
+  needsPublishKey: true,
   async run(ctx) {
     const room = ctx.room("");
     for (let i = 1; i <= 3; i++) await ctx.service.publishOk(room, { i });
@@ -37,6 +38,7 @@ export const lostFutureSince: Check = {
   title: "a since beyond the latest seq is told lost 1..latest",
   timeoutMs: 20_000,
   needsSockets: true,
+  needsPublishKey: true,
   async run(ctx) {
     const room = ctx.room("");
     for (let i = 1; i <= 3; i++) await ctx.service.publishOk(room, { i });
@@ -66,6 +68,7 @@ export const lostHistoryBound: Check = {
   title: "a resume from before the history bound: lost names exactly what is gone, socket and history page",
   timeoutMs: 30_000,
   needsSockets: true,
+  needsPublishKey: true,
   async run(ctx) {
     const room = ctx.boundedRoom("lost");
     await ctx.service.publishOk(room, { i: 1 });

@@ -23,6 +23,7 @@ export const multiplexOrder: Check = {
   title: "each room on one connection: in order, once, under concurrent publishers and a resume",
   timeoutMs: 40_000,
   needsSockets: true,
+  needsPublishKey: true,
   async run(ctx) {
     const rooms = [ctx.room("a"), ctx.room("b")];
     const perRoom = 30;

@@ -17,6 +17,7 @@ export const concurrentPublishers: Check = {
   title: "order and exactly-once under concurrent publishers and a reader resuming mid-stream",
   timeoutMs: 40_000,
   needsSockets: true,
+  needsPublishKey: true,
   async run(ctx) {
     const room = ctx.room("");
     const total = PUBLISHERS * PER_PUBLISHER;

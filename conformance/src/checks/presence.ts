@@ -18,6 +18,7 @@ export const memberOnce: Check = {
   title: "a member with two sockets is counted once; it leaves only after its last socket, after the delay",
   timeoutMs: 30_000,
   needsSockets: true,
+  needsPublishKey: true,
   async run(ctx) {
     const room = ctx.room("");
     const observer = await ctx.openRoom(room);
@@ -57,6 +58,7 @@ export const reloadIsNoLeave: Check = {
   title: "a member that reconnects within the leave delay is neither a leave nor a join",
   timeoutMs: 30_000,
   needsSockets: true,
+  needsPublishKey: false,
   async run(ctx) {
     const room = ctx.room("");
     const observer = await ctx.openRoom(room);

@@ -12,6 +12,7 @@ export const resumeAfterDrop: Check = {
   title: "resume with since and epoch after a dropped connection",
   timeoutMs: 30_000,
   needsSockets: true,
+  needsPublishKey: true,
   async run(ctx) {
     const room = ctx.room("");
     const first = await ctx.openRoom(room);

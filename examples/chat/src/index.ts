@@ -8,7 +8,7 @@ import { createFanoutApp } from "edge-fanout";
 import type { Env } from "./chat-room";
 
 // The classes the bindings name must be exports of the worker.
-export { Coordinator } from "edge-fanout";
+export { Coordinator, RoomHub } from "edge-fanout";
 export { ChatRoom } from "./chat-room";
 
 const app = new Hono<{ Bindings: Env }>();

@@ -101,6 +101,20 @@ describe("the example worker", () => {
     bob.ws.close(1000);
   });
 
+  it("opens multiplexed connections (HUBS is bound), and a subscribe to a ChatRoom is refused for that room: its onConnect needs its own sockets", async () => {
+    const res = await worker.fetch(`${BASE}/ws`, { headers: { Upgrade: "websocket" } });
+    expect(res.status).toBe(101);
+    const ws = res.webSocket as WebSocket;
+    const events: Event[] = [];
+    ws.addEventListener("message", (e) => events.push(...([] as Event[]).concat(JSON.parse(e.data as string) as Event | Event[])));
+    ws.accept();
+    ws.send(JSON.stringify({ type: "subscribe", room: "lobby", id: "s1" }));
+    await until(() => events.some((e) => e.type === "error"));
+    expect(events[0]?.type).toBe("welcome");
+    expect(events.find((e) => e.type === "error")).toMatchObject({ code: "forbidden", id: "s1", message: expect.stringContaining("/rooms/{room}/ws") });
+    ws.close(1000);
+  });
+
   it("lets the team's backend speak as the system over HTTP, with the same rules", async () => {
     const carol = await join("backend", "?name=Carol");
     expect(await post("backend", { text: "maintenance at 5" })).toEqual({ status: 200, body: { room: "backend", seq: 1, recipients: 1 } });

@@ -1,5 +1,4 @@
-import { readFileSync } from "node:fs";
-import type { LoadReport, TargetRun } from "../result";
+import { readResult, type LoadReport, type TargetRun } from "../result";
 import { cpuUncertainties } from "../report/uncertainty";
 import type { UnitCosts } from "./model";
 
@@ -54,12 +53,6 @@ export interface MeasuredCosts {
   plusMinus: Partial<Record<keyof UnitCosts, number>>;
 }
 
-function readReport(file: string): LoadReport {
-  const report = JSON.parse(readFileSync(file, "utf8")) as LoadReport;
-  if (report.tool !== "edge-fanout-load" || report.schema !== 1) throw new Error(`${file} is not a load tool JSON result`);
-  return report;
-}
-
 function runOf(report: LoadReport, label: "ours" | "baseline"): TargetRun | undefined {
   return report.runs.find((r) => r.label === label && r.ok);
 }
@@ -75,7 +68,7 @@ export function measuredCosts(files: readonly string[], label: "ours" | "baselin
   if (label === "baseline") sources.cpuPerAckUs = `assumption: ${Math.round(ACK_SHARE_OF_DELIVERY * 100)}% of a delivery, the share measured for ours`;
   const plusMinus: Partial<Record<keyof UnitCosts, number>> = {};
   for (const file of files) {
-    const report = readReport(file);
+    const report = readResult(file, "load");
     const run = runOf(report, label);
     if (!run) continue;
     const where = `${file} (${report.scenario}, ${label})`;
@@ -132,7 +125,7 @@ function sumRoomRows(value: unknown): { rows: number; published: number; rooms: 
 export function measuredRowsPerMessage(files: readonly string[]): RowsPerMessage {
   let fromFrames: RowsPerMessage | undefined;
   for (const file of files) {
-    const report = readReport(file);
+    const report = readResult(file, "load");
     if (report.scenario !== "fanout") continue;
     const run = runOf(report, "ours");
     if (!run) continue;

@@ -1,4 +1,5 @@
-import { readFileSync } from "node:fs";
+import { median } from "../stats/percentile";
+import { readResult, type RoundsColumn } from "../result";
 import { hubsFollowing, type MuxCosts } from "./multiplexed";
 
 /**
@@ -34,25 +35,9 @@ export const DEFAULT_MUX_SOURCES: Record<keyof MuxCosts, string> = {
   workerCpuMsPerRequest: "assumption",
 };
 
-interface Column {
-  name: string;
-  rounds: Array<{ summary: Record<string, number | undefined> }>;
-}
-
-interface MultiplexBench {
-  bench: "multiplex";
-  tables: Array<{ name: string; common: string[]; columns: Column[] }>;
-}
-
-function median(values: number[]): number | undefined {
-  if (values.length === 0) return undefined;
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid] : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
-}
-
-function medianOf(column: Column | undefined, key: string): number | undefined {
-  return median((column?.rounds ?? []).map((r) => r.summary[key]).filter((v): v is number => typeof v === "number"));
+function medianOf(column: RoundsColumn | undefined, key: string): number | undefined {
+  const values = (column?.rounds ?? []).map((r) => r.summary[key]).filter((v): v is number => typeof v === "number");
+  return values.length ? median(values) : undefined;
 }
 
 /** The --server-var MULTIPLEX_HUBS of a column's name ("multiplexed, 4 hubs"), 16 by default. */
@@ -62,7 +47,7 @@ function hubsOf(name: string): number {
 }
 
 /**
- * Costs from a load/bench/multiplex.mjs result where it measured them: the send from the single-room column (its
+ * Costs from a multiplex benchmark result (load/bench/multiplex.ts) where it measured them: the send from the single-room column (its
  * CPU per delivery, less the flush's share), the push from what the default hubs' column cost beyond it (the
  * extra CPU per delivery × followers ÷ hubs per room flush), split evenly between issue and receive.
  */
@@ -70,8 +55,7 @@ export function muxCostsFrom(file: string | undefined): { costs: MuxCosts; sourc
   const costs = { ...DEFAULT_MUX_COSTS };
   const sources = { ...DEFAULT_MUX_SOURCES };
   if (file === undefined) return { costs, sources };
-  const result = JSON.parse(readFileSync(file, "utf8")) as MultiplexBench;
-  if (result.bench !== "multiplex") throw new Error(`${file} is not a load/bench/multiplex.mjs result`);
+  const result = readResult(file, "multiplex");
   const fanout = result.tables.find((t) => t.name === "fanout");
   if (!fanout) return { costs, sources };
   const followers = Number(fanout.common[fanout.common.indexOf("--sockets") + 1]);

@@ -12,7 +12,7 @@
  *   sockets; the Worker relays each frame);
  * - single-room sockets: C·K sockets, each room's followers on its object.
  *
- * Built from per-step costs (measured locally by load/bench/multiplex.mjs, or
+ * Built from per-step costs (measured locally by load/bench/multiplex.ts, or
  * the defaults cited beside them) and the platform's published prices and
  * limits; every figure says where it came from.
  */

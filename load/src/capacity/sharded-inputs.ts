@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { readResult } from "../result";
 import type { ShardCosts } from "./sharded";
 
 /**
@@ -45,18 +45,12 @@ export const DEFAULT_SHARD_SOURCES: Record<keyof ShardCosts, string> = {
   ringBytes: "RING_MAX_BYTES (durable-objects/leaf/follower.ts: the live part and the backfill together)",
 };
 
-interface ShardedBench {
-  bench: "sharded";
-  steps?: { sendPerDeliveryUs?: number; leafExtraPerDeliveryUs?: number };
-}
-
-/** Costs from a load/bench/sharded.mjs result where it measured them, defaults otherwise. */
+/** Costs from a sharded benchmark result (load/bench/sharded.ts) where it measured them, defaults otherwise. */
 export function shardCostsFrom(file: string | undefined): { costs: ShardCosts; sources: Record<keyof ShardCosts, string> } {
   const costs = { ...DEFAULT_SHARD_COSTS };
   const sources = { ...DEFAULT_SHARD_SOURCES };
   if (file === undefined) return { costs, sources };
-  const result = JSON.parse(readFileSync(file, "utf8")) as ShardedBench;
-  if (result.bench !== "sharded") throw new Error(`${file} is not a load/bench/sharded.mjs result`);
+  const result = readResult(file, "sharded");
   const send = result.steps?.sendPerDeliveryUs;
   if (send !== undefined && send > 0) {
     costs.sendUs = send;

@@ -2,7 +2,7 @@
  * A sharded room on Cloudflare (docs/sharded-rooms.md): a root object that
  * assigns seqs and pushes each flush to K leaf objects by RPC, each leaf
  * sending to its sockets. Built only from per-step costs (measured locally by
- * load/bench/sharded.mjs, or the platform figures cited in the docs) and the
+ * load/bench/sharded.ts, or the platform figures cited in the docs) and the
  * platform's published limits; every figure says where it came from.
  *
  * The model, per flush (one frame per socket; messages that arrive while a

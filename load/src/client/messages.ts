@@ -37,6 +37,8 @@ export interface WorkerConfig {
   mux: number;
   /** Multiplexed: subscribe as soon as the connection is welcomed (else only on a `subscribe-all` command). */
   subscribeOnOpen: boolean;
+  /** The multiplexed connections speak Pusher (pusher-client.ts). */
+  pusher: boolean;
 }
 
 export type MainToWorker =
@@ -163,10 +165,4 @@ export function isSlowClient(index: number, fraction: number, count = -1, total 
   if (fraction >= 1) return true;
   const hashed = Math.imul(index + 1, 2654435761) >>> 0;
   return hashed % 10_000 < Math.round(fraction * 10_000);
-}
-
-/** Full-jitter backoff: uniform in [0, min(max, base·2^attempt)). */
-export function fullJitterDelay(attempt: number, baseMs: number, maxMs: number, random: () => number = Math.random): number {
-  const cap = Math.min(maxMs, baseMs * 2 ** Math.min(attempt, 30));
-  return Math.floor(random() * cap);
 }

@@ -5,8 +5,10 @@
  */
 import { muxRoomsOf } from "../options";
 import { addTotals, emptyTotals } from "../stats/ledger";
-import { ClientStats, LoadClient } from "./load-client";
+import { ClientStats } from "./client-stats";
+import { RoomLoadClient } from "./room-client";
 import { MuxLoadClient } from "./mux-client";
+import { PusherLoadClient } from "./pusher-client";
 import type { SimulatedClient } from "./simulated";
 import {
   isSlowClient,
@@ -44,9 +46,11 @@ function clientFor(index: number): SimulatedClient {
     const source = sources.length ? sources[index % sources.length] : undefined;
     const group = isSlowClient(index, config.slowFraction, config.slowCount, config.totalSockets) ? "slow" : "fast";
     client =
-      config.mux > 0
+      config.pusher
+        ? new PusherLoadClient(index, muxRoomsOf(index, config.mux, config.rooms), group, source, config, stats)
+        : config.mux > 0
         ? new MuxLoadClient(index, muxRoomsOf(index, config.mux, config.rooms), group, source, config, stats)
-        : new LoadClient(index, config.rooms[index % config.rooms.length] as string, group, source, config, stats);
+        : new RoomLoadClient(index, config.rooms[index % config.rooms.length] as string, group, source, config, stats);
     clients.set(index, client);
   }
   return client;

@@ -1,3 +1,4 @@
+import { sleep, waitFor } from "../kit/time";
 import { Publisher } from "../publisher";
 import type { PublishedRange } from "../stats/ledger";
 import {
@@ -7,8 +8,6 @@ import {
   remainingMs,
   type Scenario,
   settleAndSummarize,
-  sleep,
-  waitFor,
 } from "./common";
 
 /**

@@ -7,14 +7,16 @@ import type { WaveRow } from "../result";
 import { lostOf, type PublishedRange } from "../stats/ledger";
 import { addCounts, isClientSideCause } from "../stats/failures";
 import { intervalBetween, type Interval, type Sampler, type TimelineSample } from "../target/sampler";
-import type { SpawnedServer, TargetAddress } from "../target/target";
+import type { Server } from "../kit/server";
+import { sleep } from "../kit/time";
+import type { TargetAddress } from "../target/address";
 
 /** What a scenario gets to work with for one target. */
 export interface ScenarioContext {
   options: LoadOptions;
   label: string;
   address: TargetAddress;
-  spawned: SpawnedServer | undefined;
+  spawned: Server | undefined;
   pool: ClientPool;
   sampler: Sampler;
   http: HttpClient;
@@ -31,20 +33,6 @@ export interface ScenarioContext {
 }
 
 export type Scenario = (ctx: ScenarioContext) => Promise<void>;
-
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
-}
-
-/** Polls `condition` until it holds or the time is up; returns whether it held. */
-export async function waitFor(condition: () => boolean, timeoutMs: number, pollMs = 100): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (condition()) return true;
-    await sleep(pollMs);
-  }
-  return condition();
-}
 
 export function remainingMs(ctx: ScenarioContext): number {
   return Math.max(0, ctx.hardStopAt - Date.now());

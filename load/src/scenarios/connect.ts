@@ -1,5 +1,6 @@
+import { sleep } from "../kit/time";
 import { intervalBetween, type TimelineSample } from "../target/sampler";
-import { cpuSummary, openSockets, remainingMs, settledDetails, sleep, type Scenario, type ScenarioContext } from "./common";
+import { cpuSummary, openSockets, remainingMs, settledDetails, type Scenario, type ScenarioContext } from "./common";
 
 /**
  * Multiplexed connections, once open and idle: every one of them sends all its

@@ -1,3 +1,4 @@
+import { sleep, waitFor } from "../kit/time";
 import {
   caughtUp,
   openScenarioSockets,
@@ -6,8 +7,6 @@ import {
   roomPublisher,
   type Scenario,
   settleAndSummarize,
-  sleep,
-  waitFor,
 } from "./common";
 
 /**

@@ -1,3 +1,4 @@
+import { sleep, waitFor } from "../kit/time";
 import { CloseCode } from "../../../protocol";
 import { lostOf } from "../stats/ledger";
 import {
@@ -9,8 +10,6 @@ import {
   roomStats,
   type Scenario,
   settleAndSummarize,
-  sleep,
-  waitFor,
 } from "./common";
 
 interface StatsRow {

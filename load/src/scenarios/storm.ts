@@ -1,3 +1,4 @@
+import { sleep, waitFor } from "../kit/time";
 import { DEFAULTS } from "../../../common/settings";
 import {
   caughtUp,
@@ -7,8 +8,6 @@ import {
   roomPublisher,
   type Scenario,
   settleAndSummarize,
-  sleep,
-  waitFor,
 } from "./common";
 
 /**
@@ -42,7 +41,7 @@ export const stormScenario: Scenario = async (ctx) => {
     ctx.pool.markDrop(dropAt);
     await ctx.spawned?.restart();
     restartMs = Date.now() - dropAt;
-    ctx.sampler.setServerPid(ctx.spawned?.serverPid());
+    ctx.sampler.setServerPid(ctx.spawned?.pid);
     ctx.sampler.mark("restarted");
   }
 

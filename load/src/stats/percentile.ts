@@ -46,3 +46,35 @@ export interface PercentileSummary {
   max: number;
   mean: number;
 }
+
+/** The middle value (the mean of the two middle ones for an even count); NaN for none. */
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  if (sorted.length === 0) return Number.NaN;
+  return sorted.length % 2 ? (sorted[mid] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
+}
+
+/** Several rounds of one figure: their median, lowest and highest, and the spread (highest - lowest) ÷ median. */
+export interface Spread {
+  median: number;
+  low: number;
+  high: number;
+  /** (high - low) ÷ |median|; undefined when the median is 0. */
+  spread: number | undefined;
+  rounds: number;
+}
+
+export function spreadOf(values: readonly number[]): Spread {
+  const m = median(values);
+  const low = Math.min(...values);
+  const high = Math.max(...values);
+  return { median: m, low, high, spread: m ? (high - low) / Math.abs(m) : undefined, rounds: values.length };
+}
+
+/** "median (low-high, spread%)" with `digits` decimals; just the median for one round. */
+export function formatSpread(s: Spread, digits = 0, format: (n: number, digits: number) => string = (n, d) => n.toFixed(d)): string {
+  if (s.rounds < 2) return format(s.median, digits);
+  const spread = s.spread === undefined ? "" : `, ${(s.spread * 100).toFixed(1)}%`;
+  return `${format(s.median, digits)} (${format(s.low, digits)}-${format(s.high, digits)}${spread})`;
+}

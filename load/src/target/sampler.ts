@@ -1,4 +1,4 @@
-import { sampleMachine, sampleProcess, type MachineSample, type ProcessSample } from "./proc";
+import { sampleMachine, sampleProcess, type MachineSample, type ProcessSample } from "../kit/proc";
 import type { ClientPool, PoolProgress } from "../client/pool";
 
 /** One point of a run's timeline. Times are ms since the run started. */

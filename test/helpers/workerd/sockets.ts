@@ -86,8 +86,25 @@ export class Peer {
   }
 }
 
-/** The event `DeliveryRig.settled` sends: an application event, so no part of the engine reads it. */
+/** The event `settled` sends: an application event, so no part of the engine reads it. */
 export const SETTLED = "x-settled";
+
+let marks = 0;
+
+/**
+ * Waits until everything `delivery` sent so far has reached each
+ * connection's client end (a marker sent last arrives last), so a test can
+ * say what did not arrive. Sockets that already left are skipped.
+ */
+export async function settled(delivery: Delivery, connections: ReadonlyArray<{ socket: SocketState; peer: Peer }>): Promise<void> {
+  for (const { socket, peer } of connections) {
+    if (delivery.get(socket.ws) !== socket) continue;
+    marks += 1;
+    const mark = marks;
+    delivery.sendControl(socket, JSON.stringify({ type: SETTLED, mark }));
+    await peer.waitFor((p) => p.events.some((e) => e.type === SETTLED && e.mark === mark), "the settle marker");
+  }
+}
 
 let attachmentsMade = 0;
 
@@ -106,25 +123,53 @@ export function socketPair(attachment: SocketAttachment = attachmentOf()): { soc
   return { socket: new SocketState(server, attachment), peer };
 }
 
-/** A room's messages in memory, as its history would serve them: the source a stream reads catch-up from. */
+/**
+ * A room's messages in memory, as its history would serve them: the source a
+ * stream reads catch-up from. `forget` ages the oldest out, as a bounded
+ * history does: a read from before them reports them lost.
+ */
 export class MemorySource implements MessageSource {
   readonly messages: Message[] = [];
+  /** Seqs up to this one are no longer held. */
+  #forgotten = 0;
 
   get seq(): number {
-    return this.messages[this.messages.length - 1]?.seq ?? 0;
+    return Math.max(this.messages[this.messages.length - 1]?.seq ?? 0, this.#forgotten);
+  }
+
+  /** The oldest seq still held (null when none is). */
+  oldest(): number | null {
+    return this.messages[0]?.seq ?? null;
+  }
+
+  /** Stores `count` messages after the latest (data `{"n":seq}`, tagged with their seq) and returns them. */
+  add(count: number): Message[] {
+    const added = Array.from({ length: count }, (_, i) => {
+      const seq = this.seq + 1 + i;
+      return messageEvent(seq, JSON.stringify({ n: seq }), Date.now(), seq);
+    });
+    this.messages.push(...added);
+    return added;
+  }
+
+  /** Messages up to `through` age out. */
+  forget(through: number): void {
+    this.#forgotten = Math.max(this.#forgotten, through);
+    while ((this.messages[0]?.seq ?? Number.POSITIVE_INFINITY) <= through) this.messages.shift();
   }
 
   read(from: number, budget: number): SourceRead {
+    const lost = from <= this.#forgotten ? { from, to: this.#forgotten } : null;
     const runs: Run[] = [];
     let taken = 0;
-    let next = from;
+    let next = lost ? lost.to + 1 : from;
     for (const message of this.messages) {
-      if (message.seq < from || taken >= budget) continue;
+      if (message.seq < next || taken >= budget) continue;
       runs.push(runOf(message));
       taken += message.bytes;
       next = message.seq + 1;
     }
-    return { runs, lost: null, nextSeq: next, nextRow: 0, rowsRead: 0 };
+    return { runs, lost, nextSeq: next, nextRow: 0, rowsRead: 0 };
   }
 }
 
@@ -147,7 +192,6 @@ export class DeliveryRig {
   readonly released: SocketState[] = [];
   readonly #tags = new TagSource();
   readonly #batch: BatchLimits;
-  #marks = 0;
 
   constructor(options: RigOptions = {}, events: Partial<DeliveryEvents> = {}) {
     this.#batch = options.batch ?? { maxBytes: 64 * 1024, maxEvents: 256 };
@@ -174,31 +218,26 @@ export class DeliveryRig {
     const { socket, peer } = socketPair(attachment);
     this.delivery.join(socket);
     const cursor = this.delivery.follow(socket, this.stream, this.stream.flushedSeq, Date.now());
-    if (!cursor) throw new Error("the socket did not survive joining");
     return { socket, cursor, peer };
   }
 
-  /**
-   * Waits until everything sent so far has reached each connection's client
-   * end (a marker sent last arrives last), so a test can say what did not
-   * arrive. Sockets that already left are skipped.
-   */
-  async settled(...connections: ReadonlyArray<{ socket: SocketState; peer: Peer }>): Promise<void> {
-    for (const { socket, peer } of connections) {
-      if (this.delivery.get(socket.ws) !== socket) continue;
-      this.#marks += 1;
-      const mark = this.#marks;
-      this.delivery.sendControl(socket, JSON.stringify({ type: SETTLED, mark }));
-      await peer.waitFor((p) => p.events.some((e) => e.type === SETTLED && e.mark === mark), "the settle marker");
-    }
+  /** Waits until everything sent so far has reached each connection's client end (see `settled`). */
+  settled(...connections: ReadonlyArray<{ socket: SocketState; peer: Peer }>): Promise<void> {
+    return settled(this.delivery, connections);
   }
 
   /** Publishes one message of `data` live: stored in the source, then fanned out as one frame. Returns it. */
   publish(data: unknown): { message: Message; frame: Frame; sentTo: number } {
-    const message = messageEvent(this.source.seq + 1, JSON.stringify(data), Date.now(), this.#tags.next());
-    this.source.messages.push(message);
-    const { frame } = cutFrame([runOf(message)], 0, this.#batch);
+    const { messages, frame, sentTo } = this.publishTogether([data]);
+    return { message: messages[0] as Message, frame, sentTo };
+  }
+
+  /** Publishes a message of each of `data` live in one frame, as a flush that coalesced them does. */
+  publishTogether(data: readonly unknown[]): { messages: Message[]; frame: Frame; sentTo: number } {
+    const messages = data.map((each, i) => messageEvent(this.source.seq + 1 + i, JSON.stringify(each), Date.now(), this.#tags.next()));
+    this.source.messages.push(...messages);
+    const { frame } = cutFrame(messages.map(runOf), 0, this.#batch);
     const sentTo = this.delivery.fanOut(this.stream, frame, 0, Date.now());
-    return { message, frame, sentTo };
+    return { messages, frame, sentTo };
   }
 }
