@@ -102,8 +102,9 @@ export function parseHistoryRules(raw: unknown): HistoryRule[] {
 
 /**
  * The history bounds of room `room`: its longest matching rule's, each bound it leaves out from
- * the defaults. A Pusher cache channel's room that no rule names keeps its messages at least as
- * long as Pusher keeps a cache channel's last event.
+ * the defaults. A Pusher cache channel's room whose rule sets no age bound (or that no rule names)
+ * keeps its messages at least as long as Pusher keeps a cache channel's last event: an ephemeral
+ * rule for `pusher:` rooms keeps it in memory that long too.
  */
 export function retentionFor(
   room: string,
@@ -111,7 +112,7 @@ export function retentionFor(
   defaults: { HISTORY_MAX_MESSAGES: number; HISTORY_MAX_AGE_SECONDS: number },
 ): Retention {
   const rule = rules.find((r) => room.startsWith(r.prefix));
-  const ageFloor = rule === undefined && isCacheChannelRoom(room) ? PUSHER_CACHE_SECONDS : 0;
+  const ageFloor = isCacheChannelRoom(room) ? PUSHER_CACHE_SECONDS : 0;
   return {
     maxMessages: Math.max(1, rule?.maxMessages ?? defaults.HISTORY_MAX_MESSAGES),
     maxAgeSeconds: rule?.maxAgeSeconds ?? Math.max(ageFloor, defaults.HISTORY_MAX_AGE_SECONDS),

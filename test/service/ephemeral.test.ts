@@ -1,5 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type Pusher from "pusher-js";
 import { CloseCode, type LostEvent, type WelcomeEvent } from "../../protocol";
+import { pusherRoom } from "../../protocol/pusher";
+import { APP, backEnd, frontEnd, pusherVars, record } from "../helpers/pusher";
 import { startServer, type LocalServer } from "../helpers/server";
 import { managedServers } from "../helpers/servers";
 import { MuxSocket } from "../helpers/multiplex";
@@ -201,5 +204,37 @@ describe("an ephemeral room's parts that work as in a room that stores", () => {
     expect((await roomStats(server.url, room)).historyRowsWritten).toBe(0);
     member.close();
     mux.close();
+  });
+});
+
+describe("ephemeral rooms through the Pusher front door", () => {
+  const serve = managedServers();
+
+  it("makes every channel's room ephemeral with a pusher: rule: events reach pusher-js, a cache channel still hands its last event, no row is written", async () => {
+    const server = await serve({ env: pusherVars(), vars: { HISTORY_RULES: JSON.stringify([{ prefix: "pusher:", store: false }]) } });
+    const sdk = backEnd(server);
+    const clients: Pusher[] = [];
+    try {
+      const first = frontEnd(server);
+      clients.push(first);
+      const ticker = record(first, "cache-ticker");
+      await ticker.waitFor("pusher:cache_miss");
+      for (let price = 1; price <= 3; price++) await sdk.trigger("cache-ticker", "price", { price });
+      expect(await ticker.waitFor("price", 3)).toEqual([{ price: 1 }, { price: 2 }, { price: 3 }]);
+
+      // A new subscriber gets the last event, read from the room's ring in memory.
+      const late = frontEnd(server);
+      clients.push(late);
+      const cached = record(late, "cache-ticker");
+      expect(await cached.waitFor("price")).toEqual([{ price: 3 }]);
+      await sleep(200);
+      expect(cached.of("pusher:cache_miss")).toEqual([]);
+
+      const room = pusherRoom(APP.id, "cache-ticker");
+      const stats = await roomStats(server.url, encodeURIComponent(room));
+      expect(stats).toMatchObject({ seq: 3, historyRowsWritten: 0 });
+    } finally {
+      for (const client of clients) client.disconnect();
+    }
   });
 });

@@ -1,4 +1,5 @@
 import { describe, expect, it, vi } from "vitest";
+import { PUSHER_CACHE_SECONDS, pusherRoom } from "../../protocol/pusher";
 import { MAX_HISTORY_MESSAGES, MAX_HISTORY_RULES, parseHistoryRules, retentionFor } from "../../common/retention";
 import { historyRules, readLimits } from "../../common/settings";
 
@@ -32,6 +33,14 @@ describe("HISTORY_RULES", () => {
     expect(retentionFor("lobby", rules, DEFAULTS)).toEqual({ maxMessages: 1000, maxAgeSeconds: 120, store: true, rule: null });
     // A prefix is the start of the name, not any part of it.
     expect(retentionFor("my-chat:x", rules, DEFAULTS).rule).toBeNull();
+  });
+
+  it("keeps a Pusher cache channel's last event as long as Pusher does, in an ephemeral room too, unless its rule sets an age", () => {
+    const pusher = parseHistoryRules(JSON.stringify([{ prefix: "pusher:", store: false }, { prefix: "pusher:1:cache-short", maxAgeSeconds: 30 }]));
+    expect(retentionFor(pusherRoom("1", "cache-ticker"), pusher, DEFAULTS)).toEqual({ maxMessages: 1000, maxAgeSeconds: PUSHER_CACHE_SECONDS, store: false, rule: "pusher:" });
+    expect(retentionFor(pusherRoom("1", "orders"), pusher, DEFAULTS)).toEqual({ maxMessages: 1000, maxAgeSeconds: 120, store: false, rule: "pusher:" });
+    expect(retentionFor(pusherRoom("1", "cache-short"), pusher, DEFAULTS).maxAgeSeconds).toBe(30);
+    expect(retentionFor(pusherRoom("1", "cache-ticker"), [], DEFAULTS).maxAgeSeconds).toBe(PUSHER_CACHE_SECONDS);
   });
 
   it("reads them once per environment, beside the limits", () => {
