@@ -4,6 +4,7 @@ import broadcast from "./broadcast";
 import compare from "./compare";
 import cursor from "./cursor";
 import faultSoak from "./fault-soak";
+import handshakeProfile from "./handshake-profile";
 import history from "./history";
 import hookSeam from "./hook-seam";
 import multiplex from "./multiplex";
@@ -20,4 +21,4 @@ import sharded from "./sharded";
 import webhooks from "./webhooks";
 
 
-export const BENCHES: readonly Bench[] = [compare, runtimeFloor, multiplex, sharded, hookSeam, pusher, publish, publishBatch, publishProfile, newRooms, broadcast, presence, webhooks, history, cursor, roomsChurn, pressure, faultSoak];
+export const BENCHES: readonly Bench[] = [compare, runtimeFloor, multiplex, sharded, hookSeam, pusher, publish, publishBatch, publishProfile, handshakeProfile, newRooms, broadcast, presence, webhooks, history, cursor, roomsChurn, pressure, faultSoak];
