@@ -28,8 +28,14 @@ export default defineConfig({
     reporters: ["default", ["json", { outputFile: "dist/test-results.json" }]],
     projects: [
       {
-        // Routing, validation and the Room object, inside workerd.
-        plugins: [cloudflareTest({ wrangler: { configPath: "./wrangler.toml" } })],
+        // Routing, validation and the Room object, inside workerd. Rooms named `ephemeral:...` keep
+        // their messages in memory only (test/workerd/ephemeral.test.ts); no other test uses the prefix.
+        plugins: [
+          cloudflareTest({
+            wrangler: { configPath: "./wrangler.toml" },
+            miniflare: { bindings: { HISTORY_RULES: JSON.stringify([{ prefix: "ephemeral:", store: false, maxMessages: 50 }]) } },
+          }),
+        ],
         test: { name: "workerd", include: ["test/workerd/**/*.test.ts"] },
       },
       {

@@ -1,9 +1,13 @@
 /**
  * How much history a room keeps, by its name: the `HISTORY_RULES` var's rules
- * (a JSON array of `{"prefix", "maxMessages", "maxAgeSeconds"}`; the longest
- * prefix that starts a room's name wins), else HISTORY_MAX_MESSAGES and
+ * (a JSON array of `{"prefix", "maxMessages", "maxAgeSeconds", "store"}`; the
+ * longest prefix that starts a room's name wins), else HISTORY_MAX_MESSAGES and
  * HISTORY_MAX_AGE_SECONDS. Read once per environment (common/settings.ts);
  * a room asks once, when it starts, and the edge when a socket asks to rewind.
+ *
+ * `"store": false` makes a rule's rooms ephemeral: they keep their messages
+ * in memory only (durable-objects/room/memory-history.ts), within the same
+ * bounds, and write no row per message.
  *
  * A rule that breaks its bounds is refused with a `bad_config` log line and
  * ignored, as a bad limit var is; the other rules still apply.
@@ -23,6 +27,12 @@ import { logEvent } from "./log";
 export const MAX_HISTORY_MESSAGES = 32_768;
 /** Longest age bound a rule may set: a year. A room keeps its storage until its newest message is this old. */
 export const MAX_HISTORY_AGE_SECONDS = 31_536_000;
+/**
+ * Bytes of messages an ephemeral room keeps in memory at most, whatever its
+ * maxMessages (the oldest go first): as much as a leaf keeps of its room, a
+ * sixteenth of an object's 128 MB.
+ */
+export const MEMORY_HISTORY_MAX_BYTES = 8 * 1024 * 1024;
 /** Most rules HISTORY_RULES may hold: a room's bounds are looked up in them one by one. */
 export const MAX_HISTORY_RULES = 100;
 
@@ -30,16 +40,20 @@ export interface HistoryRule {
   prefix: string;
   maxMessages?: number;
   maxAgeSeconds?: number;
+  /** False: the rule's rooms keep their messages in memory only (ephemeral rooms). */
+  store?: boolean;
 }
 
-/** A room's history bounds, and the rule they came from (null: the HISTORY_MAX_* vars). */
+/** A room's history bounds, where it keeps them, and the rule they came from (null: the HISTORY_MAX_* vars). */
 export interface Retention {
   maxMessages: number;
   maxAgeSeconds: number;
+  /** Whether the room stores its messages in SQLite (true) or keeps them in memory only (an ephemeral room). */
+  store: boolean;
   rule: string | null;
 }
 
-const RULE_FIELDS = new Set(["prefix", "maxMessages", "maxAgeSeconds"]);
+const RULE_FIELDS = new Set(["prefix", "maxMessages", "maxAgeSeconds", "store"]);
 
 /**
  * The rules of a HISTORY_RULES value, longest prefix first. Absent or empty
@@ -79,6 +93,7 @@ export function parseHistoryRules(raw: unknown): HistoryRule[] {
       prefix: rule.prefix,
       ...(rule.maxMessages !== undefined ? { maxMessages: rule.maxMessages } : {}),
       ...(rule.maxAgeSeconds !== undefined ? { maxAgeSeconds: rule.maxAgeSeconds } : {}),
+      ...(rule.store !== undefined ? { store: rule.store } : {}),
     });
   }
   // Longest first, so the first rule that matches is the most specific one.
@@ -87,8 +102,9 @@ export function parseHistoryRules(raw: unknown): HistoryRule[] {
 
 /**
  * The history bounds of room `room`: its longest matching rule's, each bound it leaves out from
- * the defaults. A Pusher cache channel's room that no rule names keeps its messages at least as
- * long as Pusher keeps a cache channel's last event.
+ * the defaults. A Pusher cache channel's room whose rule sets no age bound (or that no rule names)
+ * keeps its messages at least as long as Pusher keeps a cache channel's last event: an ephemeral
+ * rule for `pusher:` rooms keeps it in memory that long too.
  */
 export function retentionFor(
   room: string,
@@ -96,10 +112,11 @@ export function retentionFor(
   defaults: { HISTORY_MAX_MESSAGES: number; HISTORY_MAX_AGE_SECONDS: number },
 ): Retention {
   const rule = rules.find((r) => room.startsWith(r.prefix));
-  const ageFloor = rule === undefined && isCacheChannelRoom(room) ? PUSHER_CACHE_SECONDS : 0;
+  const ageFloor = isCacheChannelRoom(room) ? PUSHER_CACHE_SECONDS : 0;
   return {
     maxMessages: Math.max(1, rule?.maxMessages ?? defaults.HISTORY_MAX_MESSAGES),
     maxAgeSeconds: rule?.maxAgeSeconds ?? Math.max(ageFloor, defaults.HISTORY_MAX_AGE_SECONDS),
+    store: rule?.store ?? true,
     rule: rule?.prefix ?? null,
   };
 }
@@ -108,12 +125,13 @@ function ruleProblem(entry: unknown, seen: ReadonlySet<string>): string | null {
   if (typeof entry !== "object" || entry === null || Array.isArray(entry)) return "a rule is an object";
   const fields = entry as Record<string, unknown>;
   const unknown = Object.keys(fields).find((key) => !RULE_FIELDS.has(key));
-  if (unknown !== undefined) return `unknown field ${JSON.stringify(unknown)} (a rule has prefix, maxMessages, maxAgeSeconds)`;
-  const { prefix, maxMessages, maxAgeSeconds } = fields;
+  if (unknown !== undefined) return `unknown field ${JSON.stringify(unknown)} (a rule has prefix, maxMessages, maxAgeSeconds, store)`;
+  const { prefix, maxMessages, maxAgeSeconds, store } = fields;
   // A prefix is the start of a room name, so it follows the names' rules.
   if (typeof prefix !== "string" || !isValidRoomName(prefix)) return "prefix must be the start of a room name (1-64 letters, digits, . _ : ~ -, starting with a letter or digit)";
   if (seen.has(prefix)) return `prefix ${JSON.stringify(prefix)} has a rule already`;
-  if (maxMessages === undefined && maxAgeSeconds === undefined) return "a rule sets maxMessages, maxAgeSeconds or both";
+  if (maxMessages === undefined && maxAgeSeconds === undefined && store === undefined) return "a rule sets maxMessages, maxAgeSeconds, store, or several of them";
+  if (store !== undefined && typeof store !== "boolean") return "store must be true or false";
   if (maxMessages !== undefined && !wholeIn(maxMessages, 1, MAX_HISTORY_MESSAGES)) return `maxMessages must be a whole number from 1 to ${MAX_HISTORY_MESSAGES}`;
   if (maxAgeSeconds !== undefined && !wholeIn(maxAgeSeconds, 0, MAX_HISTORY_AGE_SECONDS)) return `maxAgeSeconds must be a whole number from 0 to ${MAX_HISTORY_AGE_SECONDS}`;
   return null;

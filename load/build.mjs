@@ -14,6 +14,7 @@ const entries = {
   "client-worker": "src/client/worker.ts",
   "baseline-server": "baselines/ws-room-server.ts",
   "bare-server": "baselines/bare-workerd/server.ts",
+  "partyserver-server": "baselines/partyserver/server.ts",
 };
 
 await build({
@@ -37,5 +38,14 @@ await build({
   outfile: join(root, "dist/bare-workerd-worker.js"),
   external: ["cloudflare:*"],
   // Inline, so a profile can map the bundle's frames to worker.ts and room.ts (bench/perf-steps.mjs).
+  sourcemap: "inline",
+});
+
+// The PartyServer baseline's worker, with partyserver (pinned in package.json) bundled in.
+await build({
+  ...WORKERD_BUNDLE,
+  entryPoints: [join(root, "baselines/partyserver/worker.ts")],
+  outfile: join(root, "dist/partyserver-worker.js"),
+  external: ["cloudflare:*"],
   sourcemap: "inline",
 });

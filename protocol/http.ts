@@ -64,8 +64,11 @@ export interface RoomStats extends RoomCounterValues {
   members: number;
   seq: number;
   historyOldest: number | null;
-  /** How much history the room keeps: its HISTORY_RULES rule's bounds (`rule`: its prefix), or the defaults (`rule`: null). */
-  retention: { maxMessages: number; maxAgeSeconds: number; rule: string | null };
+  /**
+   * How much history the room keeps: its HISTORY_RULES rule's bounds (`rule`: its prefix), or the defaults (`rule`: null);
+   * `store` false for an ephemeral room (its messages in memory only, docs/history.md#ephemeral-rooms).
+   */
+  retention: { maxMessages: number; maxAgeSeconds: number; store: boolean; rule: string | null };
   /** Sockets catching up from history right now (they receive no live frames until they are level). */
   behind: number;
   /** Sum and maximum of unacknowledged bytes over the sockets. */

@@ -4,7 +4,7 @@ import { readLimits, type Limits } from "../common/settings";
 import { logEvent } from "../common/log";
 import { utf8Length } from "../common/utf8";
 import { recordPublish } from "./analytics";
-import { connectionAccess, requirePublishKey, subscribeAccess, warnWhenOpen } from "./auth";
+import { connectionAccess, forwardedHeaders, requirePublishKey, subscribeAccess, warnWhenOpen, type ForwardEnv } from "./auth";
 import type { Env } from "./env";
 import { jsonError, refusedPublish } from "./errors";
 import { coordinatorRoutes } from "./coordinator-routes";
@@ -35,7 +35,7 @@ import { pusherApi } from "./pusher/api-routes";
  *
  * @see docs/library.md#the-worker
  */
-export type FanoutAppEnv = { Bindings: Env; Variables: { limits: Limits; room: string } };
+export type FanoutAppEnv = { Bindings: Env; Variables: { limits: Limits; room: string } & ForwardEnv["Variables"] };
 
 /**
  * Choices for `createFanoutApp`: which of the service's own pages it serves.
@@ -168,7 +168,7 @@ export function createFanoutApp(options: FanoutAppOptions = {}): Hono<FanoutAppE
     if (refused) return refused;
     const hubs = c.env.HUBS;
     if (!hubs) return jsonError(c, 404, "not_found", "this service has no multiplexed connections (no HUBS binding)");
-    const { answer, hub } = await openConnection({ kind: "hub", namespace: hubs, count: c.get("limits").MULTIPLEX_HUBS }, c.req.url, new Headers(c.req.raw.headers));
+    const { answer, hub } = await openConnection({ kind: "hub", namespace: hubs, count: c.get("limits").MULTIPLEX_HUBS }, c.req.url, forwardedHeaders(c));
     if (hub !== null && c.env.LOCAL_ADMIN_TOKEN !== undefined) noteHub(hub);
     return answer;
   });
@@ -206,7 +206,7 @@ export function createFanoutApp(options: FanoutAppOptions = {}): Hono<FanoutAppE
     const refused = admissionRefusal(c, room);
     if (refused) return refused;
     // The room's own object, or one of its leaves once it is sharded (docs/sharded-rooms.md).
-    const answer = await openRoomSocket(c.env, room, c.req.url, new Headers(c.req.raw.headers));
+    const answer = await openRoomSocket(c.env, room, c.req.url, forwardedHeaders(c));
     // A room's onConnect refusal reaches a browser as the close code it can see.
     return closeRefusedUpgrade(c.req.raw, answer);
   });

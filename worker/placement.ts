@@ -54,7 +54,7 @@ export async function openRoomSocket(env: Env, room: string, url: string, header
     const full = answer.headers.get(LEAF_FULL_HEADER);
     if (full === null) return answer;
     cache.delete(room);
-    headers.set(LEAF_FULL_HEADER, full);
+    headers = withHeader(headers, LEAF_FULL_HEADER, full);
   }
   // A sharded room whose placement another upgrade is asking for: its grants may cover this one
   // too. Waiters that find none when it is answered ask next, one of them at a time. A room of one
@@ -70,7 +70,7 @@ export async function openRoomSocket(env: Env, room: string, url: string, header
       const full = answer.headers.get(LEAF_FULL_HEADER);
       if (full === null) return answer;
       cache.delete(room);
-      headers.set(LEAF_FULL_HEADER, full);
+      headers = withHeader(headers, LEAF_FULL_HEADER, full);
       break;
     }
   }
@@ -93,6 +93,13 @@ export async function openRoomSocket(env: Env, room: string, url: string, header
   if (leafAnswer.headers.get(LEAF_FULL_HEADER) === null) return leafAnswer;
   cache.delete(room);
   return roomFull("the room's leaves are full; retry", 1);
+}
+
+/** `headers` with `name` set, as a copy: the edge's headers may be the request's own, which cannot change. */
+function withHeader(headers: Headers, name: string, value: string): Headers {
+  const copy = new Headers(headers);
+  copy.set(name, value);
+  return copy;
 }
 
 function sleep(ms: number): Promise<void> {

@@ -3,7 +3,7 @@ import { logEvent } from "../../common/log";
 import { utf8Length } from "../../common/utf8";
 import type { RoomCounters } from "./counters";
 import { Cursor, type FollowAs } from "./cursor";
-import { cutFrame, type BatchLimits, type Frame } from "./frames";
+import { cutFrame, joinFrames, type BatchLimits, type Frame } from "./frames";
 import type { AckVerdict } from "./send-window";
 import type { SocketState } from "./socket-state";
 import type { Stream } from "./stream";
@@ -396,7 +396,20 @@ export class Delivery {
     return { inFlight, max };
   }
 
+  /** Sends what the socket holds back (its welcome) alone, when nothing took it along. */
+  flushHeld(socket: SocketState): boolean {
+    const held = socket.held;
+    if (held === null) return true;
+    socket.held = null;
+    return this.#send(socket, held);
+  }
+
   #send(socket: SocketState, text: string): boolean {
+    if (socket.held !== null) {
+      // A new socket's welcome and the frame after it: one send, not two (each costs the runtime a write).
+      text = joinFrames(socket.held, text);
+      socket.held = null;
+    }
     try {
       socket.ws.send(text);
       return true;

@@ -26,6 +26,15 @@ export interface BatchLimits {
   maxEvents: number;
 }
 
+/**
+ * Two frames' texts as one frame: `first`'s events, then `second`'s. Either is
+ * a lone event or a JSON array of events; the result is an array.
+ */
+export function joinFrames(first: string, second: string): string {
+  const inner = (text: string): string => (text.startsWith("[") ? text.slice(1, -1) : text);
+  return `[${inner(first)},${inner(second)}]`;
+}
+
 /** A message is a run of one. */
 export function runOf(message: Message): Run {
   const run: Run = { text: message.event, bytes: message.bytes, count: 1, firstSeq: message.seq, lastSeq: message.seq, lastTag: message.tag };

@@ -229,9 +229,12 @@ export class SocketEngine {
       rate: this.#rate,
       maxMessageBytes: this.#limits.MAX_MESSAGE_BYTES,
     };
-    socket.ws.send(JSON.stringify(welcome));
+    // The welcome goes out with the first frame after it (the room's presence, a lost range, the
+    // first messages of a resume), so that a new socket costs one send where it would cost two.
+    socket.held = JSON.stringify(welcome);
     this.delivery.join(socket);
     this.#follow(socket, stream, admission.resume, admission.epoch, rewindStart);
+    this.delivery.flushHeld(socket);
     await this.sweeper.ensureAlarm();
     return new Response(null, { status: 101, webSocket: client });
   }

@@ -23,6 +23,12 @@ export class SocketState {
   readonly cursors = new Map<string, Cursor>();
   /** The index the next cursor's window marks carry: never reused while the socket lives. */
   nextCursorIndex = 0;
+  /**
+   * An event that goes out at the head of the socket's next frame rather than
+   * on its own (its welcome: a new socket's first frames share one send), or
+   * null. Delivery sends it with whatever it sends next, or alone (`flushHeld`).
+   */
+  held: string | null = null;
   /** Last time the client sent anything (heartbeats excluded: the runtime stamps those). */
   lastActivity: number;
   readonly #frames = new TokenBucket();

@@ -68,6 +68,13 @@ export class RoomFollower {
   #epoch = "";
   /** Whether the ring's seq is where this object's sockets are (false: ask the root before serving). */
   #known = false;
+  /**
+   * The start of the epoch this object's sockets followed when it woke not
+   * knowing where the room stands (a hub keeps it in its connections'
+   * attachments): a room whose history started over meanwhile (an ephemeral
+   * room that restarted) closes them, as a known follower would.
+   */
+  #expected: string | null = null;
   #syncing: Promise<void> | null = null;
   #pushes: Promise<unknown> = Promise.resolve();
   #fetching = false;
@@ -99,9 +106,11 @@ export class RoomFollower {
    * they reconnect and are told so.
    */
   restart(start: FollowStart, closeStale = true): void {
-    if (closeStale && this.#known && start.epoch !== this.#epoch) {
+    const stale = this.#known ? start.epoch !== this.#epoch : this.#expected !== null && !start.epoch.startsWith(this.#expected);
+    if (closeStale && stale) {
       for (const ws of [...this.stream.cursors.keys()]) this.#delivery.close(ws, CloseCode.SERVICE_RESTART, "room history restarted: resume");
     }
+    this.#expected = null;
     this.#epoch = start.epoch;
     this.ring.reset(start.seq);
     // A cache channel's last event, for the subscribers that ask for it first.
@@ -112,6 +121,11 @@ export class RoomFollower {
     // A follower is always part of a room of several objects: its sockets see the room's roster.
     this.#engine.presence(this.stream).share(start.roster);
     this.#host.moved(this.#room);
+  }
+
+  /** This object's sockets followed the room under an epoch that starts with `prefix` (they were here when it woke). */
+  expect(prefix: string): void {
+    if (!this.#known) this.#expected = prefix;
   }
 
   /** Forgets where the room stands (the root retired this follower). */

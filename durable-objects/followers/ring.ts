@@ -145,6 +145,11 @@ export class MessageRing implements MessageSource {
     this.#olderBytes = bytes;
   }
 
+  /** Message `seq`, when the ring holds it. */
+  get(seq: number): Message | undefined {
+    return this.#find(seq);
+  }
+
   /** Whether seq `from` can be served now (held, or known lost), without asking the root. */
   covers(from: number): boolean {
     return from > this.#seq || from <= this.#lostThrough || this.#find(from) !== undefined;

@@ -18,7 +18,17 @@ interface HubAttachment extends SocketAttachment {
   grants: RoomGrant[] | null;
   /** The rooms it follows, so that they are followed again when the hub wakes. */
   rooms: string[];
+  /**
+   * The start of the epoch each of `rooms` was followed under (same order), so
+   * that a hub that wakes can tell a room whose history started over meanwhile
+   * (an ephemeral room that restarted) and close the connection, as it would
+   * awake. Absent in attachments written before it was kept.
+   */
+  epochs?: string[];
 }
+
+/** Characters of an epoch a connection's attachment keeps per room: enough to tell two apart, small beside 100 room names. */
+const EPOCH_PREFIX = 8;
 
 /**
  * A hub of multiplexed connections, its parts wired (HubBase), and what a
@@ -37,8 +47,13 @@ export class HubCore extends HubBase implements MultiplexFrames {
     // Connections that were here when the hub woke follow their rooms again; where each room
     // stands is asked of its root before anything is served (beforeFrame, or the root's next push).
     this.engine.restore((attachment) => {
-      const rooms = (attachment as HubAttachment).rooms ?? [];
-      return rooms.map((room) => ({ stream: this.rooms.roomFor(room).follower.stream, seq: 0 }));
+      const { rooms = [], epochs } = attachment as HubAttachment;
+      return rooms.map((room, i) => {
+        const follower = this.rooms.roomFor(room).follower;
+        const epoch = epochs?.[i];
+        if (epoch) follower.expect(epoch);
+        return { stream: follower.stream, seq: 0 };
+      });
     });
   }
 
@@ -87,7 +102,10 @@ export class HubCore extends HubBase implements MultiplexFrames {
     const followed = await this.rooms.follow(socket, room, { start: { since: frame.since ?? null, epoch: frame.epoch ?? null, rewind: null } });
     if (followed === null) return null;
     if (!("socket" in followed)) return refuse(followed.code, followed.message);
+    // Rooms followed before epochs were kept have none (""): nothing to compare them with.
+    attachment.epochs ??= attachment.rooms.map(() => "");
     attachment.rooms.push(room);
+    attachment.epochs.push(this.rooms.roomFor(room).follower.epoch.slice(0, EPOCH_PREFIX));
     this.#persist(socket);
     return null;
   }
@@ -144,7 +162,11 @@ export class HubCore extends HubBase implements MultiplexFrames {
     const { socket, stream } = cursor;
     this.rooms.end(cursor, why);
     const attachment = socket.attachment as HubAttachment;
-    attachment.rooms = attachment.rooms.filter((room) => room !== stream.room);
+    const at = attachment.rooms.indexOf(stream.room);
+    if (at >= 0) {
+      attachment.rooms.splice(at, 1);
+      attachment.epochs?.splice(at, 1);
+    }
     this.#persist(socket);
   }
 

@@ -9,22 +9,13 @@ import type { Cursor } from "../engine/cursor";
 import { NO_FRAME_HOOKS, type FrameHooks } from "../engine/frame-hooks";
 import type { PublishOutcome, RetryKey } from "../engine/publish-outcome";
 import { SocketEngine, type EngineHost } from "../engine/socket-engine";
+import { highestMark, SocketMark, type MarkedAttachment } from "../engine/socket-mark";
 import type { SocketState } from "../engine/socket-state";
 import { ROOM_SHAPE } from "../engine/stream-shape";
 import { RoomFollower, type FollowerHost } from "../followers/follower";
 import { endNameless, type FollowerCore } from "../followers/follower-object";
 import { FollowerReports, type ReportSource } from "../followers/follower-reports";
 import { rootOf, type FollowerBatch, type FollowerReport, type FollowerSnapshot, type FollowStart, type RootRpc } from "../followers/contracts";
-
-/** A leaf socket's attachment: the room's, plus where the leaf stood when it was written. */
-interface LeafAttachment extends SocketAttachment {
-  /**
-   * One socket (the holder) is rewritten after every push, so the highest mark
-   * over the open sockets is where the leaf is: a leaf woken from hibernation
-   * knows where its sockets are without asking anyone.
-   */
-  mark?: { seq: number; epoch: string };
-}
 
 /**
  * A leaf's parts and the one object they talk to: the socket engine, the
@@ -43,8 +34,12 @@ export class LeafCore implements EngineHost, FollowerHost, ReportSource, Followe
   readonly #reports: FollowerReports;
   readonly #follower: RoomFollower;
   readonly #instanceStartedAt = Date.now();
-  /** The socket whose attachment carries the leaf's mark. */
-  #markHolder: SocketState | null = null;
+  /**
+   * Where the leaf stands, in one socket's attachment, rewritten after every
+   * push: a leaf woken from hibernation knows where its sockets are without
+   * asking anyone.
+   */
+  readonly #mark: SocketMark;
 
   constructor(ctx: DurableObjectState, env: Record<string, unknown>) {
     this.#ctx = ctx;
@@ -59,6 +54,7 @@ export class LeafCore implements EngineHost, FollowerHost, ReportSource, Followe
     this.room = address?.room ?? "";
     this.index = address?.index ?? -1;
     this.engine = new SocketEngine(ctx, limits, this.#counters, this);
+    this.#mark = new SocketMark(this.engine.delivery);
     this.#reports = new FollowerReports(this.#counters, this);
     this.#follower = new RoomFollower(
       this.room,
@@ -100,7 +96,7 @@ export class LeafCore implements EngineHost, FollowerHost, ReportSource, Followe
       );
     }
     await this.#follower.ensureKnown();
-    const attachment: LeafAttachment = attachmentFromEdge(request.headers, Date.now());
+    const attachment: MarkedAttachment = attachmentFromEdge(request.headers, Date.now());
     attachment.mark = { seq: this.#follower.ring.seq, epoch: this.#follower.epoch };
     const answer = await this.engine.accept(this.#follower.stream, {
       attachment,
@@ -189,10 +185,7 @@ export class LeafCore implements EngineHost, FollowerHost, ReportSource, Followe
 
   left(socket: SocketState): void {
     // The mark moves to another socket before this one's attachment is gone.
-    if (socket === this.#markHolder) {
-      this.#markHolder = null;
-      this.moved();
-    }
+    if (this.#mark.left(socket)) this.moved();
     this.#reports.soon();
   }
 
@@ -226,17 +219,7 @@ export class LeafCore implements EngineHost, FollowerHost, ReportSource, Followe
   /** Writes where the leaf stands into the holder socket's attachment (one write per push, however many sockets). */
   moved(): void {
     if (!this.#follower?.known) return;
-    let holder = this.#markHolder !== null && this.engine.delivery.get(this.#markHolder.ws) === this.#markHolder ? this.#markHolder : null;
-    // The holder left without the hook running (it cannot): start over with the first socket.
-    holder ??= this.engine.delivery.sockets().next().value ?? null;
-    this.#markHolder = holder;
-    if (!holder) return;
-    (holder.attachment as LeafAttachment).mark = { seq: this.#follower.ring.seq, epoch: this.#follower.epoch };
-    try {
-      holder.ws.serializeAttachment(holder.attachment);
-    } catch {
-      // Closing meanwhile: its leave moves the mark on.
-    }
+    this.#mark.write({ seq: this.#follower.ring.seq, epoch: this.#follower.epoch });
   }
 
   seq(): number {
@@ -262,14 +245,13 @@ export class LeafCore implements EngineHost, FollowerHost, ReportSource, Followe
 
   /** Sockets that were here when the leaf woke: level where the leaf last wrote it stood. */
   #restore(): void {
-    let mark: { seq: number; epoch: string } | null = null;
+    const attachments: SocketAttachment[] = [];
     this.engine.restore((attachment) => {
-      const leafMark = (attachment as LeafAttachment).mark;
-      if (leafMark && (mark === null || leafMark.seq > mark.seq)) mark = leafMark;
+      attachments.push(attachment);
       return [{ stream: this.#follower.stream, seq: 0 }];
     });
     // Without a mark (no socket holds one) the root says where the leaf is, on first use.
-    const found = mark as { seq: number; epoch: string } | null;
+    const found = highestMark(attachments);
     // Until the root's next push brings the roster, the leaf shows the members it holds.
     if (found) this.#follower.restart({ room: this.room, epoch: found.epoch, seq: found.seq, members: this.#reports.members, roster: { members: null, count: this.#reports.members } }, false);
   }

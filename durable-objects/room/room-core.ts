@@ -7,7 +7,7 @@ import { accessSettings, historyRules, readLimits, type Limits } from "../../com
 import { utf8Length } from "../../common/utf8";
 import { isCacheChannelRoom, isPrivatePusherRoom } from "../../protocol/pusher";
 import { registrationFor, type RoomRegistration } from "../coordinator/registration";
-import { attachmentFromEdge } from "../engine/attachment";
+import { attachmentFromEdge, type SocketAttachment } from "../engine/attachment";
 import type { RoomCounters } from "../engine/counters";
 import type { Cursor } from "../engine/cursor";
 import type { LeaveCause } from "../engine/delivery";
@@ -15,6 +15,7 @@ import type { PublishOrigin } from "../engine/frame-hooks";
 import type { Message } from "../engine/message";
 import type { PublishOutcome, PublishResult, RetryKey } from "../engine/publish-outcome";
 import { SocketEngine, type EngineHost } from "../engine/socket-engine";
+import { SocketMark, type MarkedAttachment } from "../engine/socket-mark";
 import type { SocketState } from "../engine/socket-state";
 import type { Stream } from "../engine/stream";
 import { answerHoldOf, type AnswerHold } from "./fault-hold";
@@ -71,6 +72,8 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   readonly #registration: RoomRegistration;
   readonly engine: SocketEngine;
   readonly #stream: Stream;
+  /** An ephemeral room's seq and epoch, in a socket's attachment, so they outlive hibernation (null: a room that stores). */
+  readonly #mark: SocketMark | null;
   readonly hooks: HookRunner<Data>;
   readonly #publishing: Publishing;
   readonly #members: RoomMembers;
@@ -114,13 +117,15 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     this.#room = ctx.id.name ?? storedRoomName(meta) ?? "";
     this.retention = retentionFor(this.#room, historyRules(env), limits);
     this.#privatePusherRoom = isPrivatePusherRoom(this.#room);
-    this.storage = new RoomStorage(ctx.storage, meta, this.retention, limits);
+    // Woken from hibernation, an ephemeral room carries on where its sockets say it stood.
+    this.storage = new RoomStorage(ctx.storage, meta, this.retention, limits, () => ctx.getWebSockets().map((ws) => ws.deserializeAttachment() as SocketAttachment | null));
     const { history, counters } = this.storage;
     this.counters = counters;
     this.#answerHold = answerHoldOf(env, ctx.storage);
     this.#registration = registrationFor(env, ctx, counters);
     this.engine = new SocketEngine(ctx, limits, counters, this);
     const delivery = this.engine.delivery;
+    this.#mark = history.durable ? null : new SocketMark(delivery);
     this.hooks = new HookRunner<Data>(
       hookSet,
       { delivery, roomName: () => this.#room, maxEventBytes: limits.MAX_MESSAGE_BYTES },
@@ -209,7 +214,9 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
     }
     this.requests.upgrades += 1;
     if (this.engine.size >= this.limits.MAX_SOCKETS_PER_ROOM) return this.#roomFull();
-    const attachment = attachmentFromEdge(request.headers, Date.now());
+    const attachment: MarkedAttachment = attachmentFromEdge(request.headers, Date.now());
+    // An ephemeral room's sockets carry where it stands, so that it outlives hibernation.
+    if (this.#mark) attachment.mark = { seq: this.#stream.flushedSeq, epoch: this.storage.history.epoch };
     if (this.hooks.admitsSockets) {
       const refused = await admit(this.hooks, this.#room, request, attachment);
       if (refused) return refused;
@@ -356,6 +363,8 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   }
 
   left(socket: SocketState, cause: LeaveCause): void {
+    // The mark moves to another socket before this one's attachment is gone.
+    if (this.#mark?.left(socket)) this.#markMoved();
     if (this.hooks.watchesCloses) this.#background(this.hooks.closed(socket, cause));
   }
 
@@ -396,11 +405,13 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
   // -------------------------------------------------------------------------
 
   storing(messages: readonly Message[]): void {
-    this.webhooks?.storing(messages);
+    // An ephemeral room stores no message, so it sends no message.published either (docs/webhooks.md).
+    if (this.storage.history.durable) this.webhooks?.storing(messages);
   }
 
   flushed(messages: readonly Message[]): number {
     this.webhooks?.stored();
+    this.#markMoved();
     return this.followers.set.push(messages);
   }
 
@@ -464,6 +475,11 @@ export class RoomCore<Data extends object = JsonObject> implements EngineHost, F
       { error: "room_full", message: `the room holds its maximum of ${this.limits.MAX_SOCKETS_PER_ROOM} sockets` },
       { status: 503, headers: { "Retry-After": "10" } },
     );
+  }
+
+  /** An ephemeral room moved on (or its mark's holder left): the mark says where it stands now. */
+  #markMoved(): void {
+    this.#mark?.write({ seq: this.storage.history.seq, epoch: this.storage.history.epoch });
   }
 
   /** Sockets of the room: its own and its leaves'. */

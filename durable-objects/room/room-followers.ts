@@ -21,7 +21,7 @@ import {
 } from "../followers/contracts";
 import { Followers, historyMessages, type FollowersHost } from "../followers/followers";
 import type { RoomMembers } from "./room-members";
-import type { History } from "./storage/history";
+import type { RoomHistory } from "./storage/room-history";
 import type { MetaStore } from "./storage/meta-store";
 
 /** Largest answer to one follower's history request. */
@@ -35,7 +35,7 @@ export interface RootParts {
   readonly env: Record<string, unknown>;
   readonly limits: Limits;
   readonly meta: MetaStore;
-  readonly history: History;
+  readonly history: RoomHistory;
   readonly engine: SocketEngine;
   readonly stream: Stream;
   readonly members: RoomMembers;

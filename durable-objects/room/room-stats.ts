@@ -7,12 +7,12 @@ import type { RoomCounters } from "../engine/counters";
 import type { SocketEngine } from "../engine/socket-engine";
 import type { Stream } from "../engine/stream";
 import type { FollowersSnapshot } from "../followers/followers";
-import type { History } from "./storage/history";
+import type { RoomHistory } from "./storage/room-history";
 
 /** The parts of a room its own figures come from. */
 export interface StatsParts {
   room: string;
-  history: History;
+  history: RoomHistory;
   engine: SocketEngine;
   stream: Stream;
   retention: Retention;

@@ -6,6 +6,7 @@ import compare from "./compare";
 import cursor from "./cursor";
 import endlessUpload from "./endless-upload";
 import faultSoak from "./fault-soak";
+import handshakeProfile from "./handshake-profile";
 import history from "./history";
 import hookSeam from "./hook-seam";
 import multiplex from "./multiplex";
@@ -23,4 +24,4 @@ import storageCost from "./storage-cost";
 import webhooks from "./webhooks";
 
 
-export const BENCHES: readonly Bench[] = [compare, runtimeFloor, multiplex, sharded, hookSeam, pusher, publish, publishBatch, publishProfile, newRooms, storageCost, endlessUpload, broadcast, broadcastIdle, presence, webhooks, history, cursor, roomsChurn, pressure, faultSoak];
+export const BENCHES: readonly Bench[] = [compare, runtimeFloor, multiplex, sharded, hookSeam, pusher, publish, publishBatch, publishProfile, handshakeProfile, newRooms, storageCost, endlessUpload, broadcast, broadcastIdle, presence, webhooks, history, cursor, roomsChurn, pressure, faultSoak];

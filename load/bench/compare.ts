@@ -12,6 +12,7 @@ export const HEADLINE: readonly MetricRow[] = [
   ["idleMemoryPerConnectionBytes", "server RSS per idle connection (KB)", 1, 1 / 1024],
   ["published", "messages published", 0],
   ["publishRate", "publish rate achieved (/s)", 1],
+  ["historyRowsStoredPerMessage", "history rows stored per message (SQLite)", 3],
   ["expected", "deliveries expected", 0],
   ["delivered", "delivered in time", 0],
   ["deliveriesPerSecond", "deliveries/s", 0],

@@ -13,12 +13,14 @@ import { originalPositionFor, TraceMap } from "@jridgewell/trace-mapping";
 const FILE_STEPS: ReadonlyArray<readonly [RegExp, string]> = [
   [/worker\/auth\//, "auth (publish key, access)"],
   [/worker\/(request-body|publish-body)\.ts|common\/utf8\.ts/, "body read and validation"],
-  [/worker\/(service-counters|analytics|metrics)\.ts|durable-objects\/room\/counters\.ts|common\/counters\.ts/, "counters"],
+  [/worker\/(service-counters|analytics|metrics)\.ts|durable-objects\/(room|engine)\/counters\.ts|common\/counters\.ts/, "counters"],
   [/durable-objects\/coordinator\/|worker\/coordinator/, "registry (coordinator)"],
   [/durable-objects\/room\/history\.ts/, "history row"],
-  [/durable-objects\/room\/(delivery|socket-state|frames|message)\.ts/, "fan-out and window accounting"],
+  [/durable-objects\/room\/memory-history\.ts|durable-objects\/leaf\/ring\.ts/, "history in memory (ephemeral rooms, leaves)"],
+  [/durable-objects\/(room|engine)\/(delivery|socket-state|send-window|frames|message|cursor|stream)\.ts/, "fan-out and window accounting"],
   [/durable-objects\/room\/publishing\.ts/, "publish: seq, flush scheduling"],
-  [/durable-objects\/room\/sweeper\.ts/, "sweeper (alarm, storage hand-back)"],
+  [/durable-objects\/(room|engine)\/sweeper\.ts/, "sweeper (alarm, storage hand-back)"],
+  [/durable-objects\/engine\/(socket-engine|presence|attachment|socket-mark|client-frames)\.ts/, "socket engine: accept, presence, client frames"],
   [/durable-objects\/room\/leaves\.ts|leaf-link\.ts|worker\/placement\.ts/, "sharding checks"],
   [/durable-objects\/room\//, "room: RPC entry, other"],
   [/node_modules\/hono\/|worker\/(app|index|errors|env|local-admission|local-routes)\.ts/, "routing (Hono, handlers, answer)"],
@@ -27,6 +29,9 @@ const FILE_STEPS: ReadonlyArray<readonly [RegExp, string]> = [
   // The bare baseline's worker does routing, body read and answer in one function; its room, the publish.
   [/baselines\/bare-workerd\/worker\.ts/, "routing (Hono, handlers, answer)"],
   [/baselines\/bare-workerd\/room\.ts/, "room: RPC entry, other"],
+  // The PartyServer baseline: its worker (routePartykitRequest and the room's onConnect/onRequest), and the library.
+  [/baselines\/partyserver\/worker\.ts/, "PartyServer baseline: worker and room (worker.ts)"],
+  [/node_modules\/partyserver\//, "PartyServer library (routing, Server, connections)"],
 ];
 
 /** Stacks without a frame of the bundle: the runtime's own work. */
@@ -96,4 +101,55 @@ export function perfSteps(perfScript: string, options: { bundle?: string; script
   }
   const steps = [...counts.entries()].map(([step, c]) => ({ step, own: c.own, beneath: c.beneath, share: (c.own + c.beneath) / Math.max(1, samples) })).sort((a, b) => b.share - a.share);
   return { samples, steps };
+}
+
+/** A function of the bundle in a profile: the share of samples with it on the stack (it and what it called), and with it innermost. */
+export interface PerfFunction {
+  fn: string;
+  inclusive: number;
+  innermost: number;
+}
+
+/**
+ * The same samples by JavaScript function of the bundle: for each function (its name and source file), the
+ * share of samples with it anywhere on the stack (inclusive: it and what it called, the runtime beneath
+ * included) and the share with it as the innermost frame of the bundle. What perfSteps sums by file, spelt
+ * out by function, for the `top` functions that matter.
+ */
+export function perfFunctions(perfScript: string, options: { bundle?: string; script?: string; top?: number } = {}): { samples: number; functions: PerfFunction[] } {
+  const mapSource = sourceMapper(options.bundle);
+  const jsFrame = new RegExp(`JS:[*~^+]?(\\S*) ${(options.script ?? "worker.js").replace(/\./g, "\\.")}:(\\d+):(\\d+)`);
+  const names = new Map<string, string>();
+  const nameOf = (name: string, line: number, column: number): string => {
+    const key = `${name}:${line}:${column}`;
+    let named = names.get(key);
+    if (named === undefined) {
+      const source = mapSource(line, column);
+      named = `${name.replace(/^'/, "") || "(anonymous)"} (${source === undefined ? "unmapped" : source.replace(/^(\.\.\/)+/, "")})`;
+      names.set(key, named);
+    }
+    return named;
+  };
+  const inclusive = new Map<string, number>();
+  const innermost = new Map<string, number>();
+  let samples = 0;
+  for (const block of perfScript.split(/\n\s*\n/)) {
+    const lines = block.split("\n").filter((l) => l.trim());
+    if (lines.length < 2) continue;
+    samples++;
+    const seen = new Set<string>();
+    for (const line of lines.slice(1)) {
+      const m = jsFrame.exec(line);
+      if (!m) continue;
+      const fn = nameOf(m[1] ?? "", Number(m[2]), Number(m[3]));
+      if (seen.size === 0) innermost.set(fn, (innermost.get(fn) ?? 0) + 1);
+      if (!seen.has(fn)) inclusive.set(fn, (inclusive.get(fn) ?? 0) + 1);
+      seen.add(fn);
+    }
+  }
+  const functions = [...inclusive.entries()]
+    .map(([fn, n]) => ({ fn, inclusive: n / Math.max(1, samples), innermost: (innermost.get(fn) ?? 0) / Math.max(1, samples) }))
+    .sort((a, b) => b.inclusive - a.inclusive)
+    .slice(0, options.top ?? 30);
+  return { samples, functions };
 }

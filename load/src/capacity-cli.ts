@@ -59,6 +59,8 @@ Measured inputs (defaults: figures in docs/benchmarks.md):
   --cpu-per-ack US       override server CPU per incoming ack, µs (default 18, measured once: see load/README.md)
   --rows-per-message N   SQLite rows written per message = 1 ÷ messages per flush (default: measured from a
                          fanout --from result, else 1, an assumption); each flush is also one frame per socket
+  --ephemeral            the rooms keep their messages in memory only (HISTORY_RULES "store": false): no row
+                         written per message, nothing stored (flushes still set the frames per socket)
 
 Self-hosted host (default: this machine):
   --host-memory-gb G     memory for the server, GB = 1,073,741,824 bytes (default: this machine's total minus 1 GB)
@@ -129,7 +131,7 @@ const CAPACITY_OPTIONS = {
   connections: {}, "msgs-per-conn": {}, "room-size": {}, payload: {}, "publish-via": {},
   from: { multiple: true }, "memory-per-conn": {}, "kernel-per-conn": {}, "cpu-per-delivery": {},
   "cpu-per-publish": {}, "cpu-per-ack": {}, "host-memory-gb": {}, "host-fds": {}, threads: {}, "link-mbit": {},
-  "session-minutes": {}, "rows-per-message": {}, "no-ping-billing": { flag: true }, "ack-delay-ms": {},
+  "session-minutes": {}, "rows-per-message": {}, ephemeral: { flag: true }, "no-ping-billing": { flag: true }, "ack-delay-ms": {},
   "ack-kib": {}, clients: {}, "vps-price": {}, "vps-memory-gb": {}, "vps-fds": {}, "vps-link-mbit": {},
   "vps-transfer-tb": {}, "vps-transfer-usd-per-gb": {}, "shard-sockets": {}, "room-rate": {},
   "root-sockets": {}, "sharded-grid": { flag: true }, "shard-from": {}, "leaf-budget": {}, "send-us": {},
@@ -199,6 +201,7 @@ function main(): number {
     sessionSeconds: num(values["session-minutes"], "session-minutes", 60) * 60,
     workerCpuMsPerRequest: 1,
     rowsWrittenPerMessage: rows.value,
+    ephemeral: values.ephemeral ?? false,
     pingsBilled: !(values["no-ping-billing"] ?? false),
     pingIntervalSeconds: pusherClients ? PUSHER_ACTIVITY_TIMEOUT_SECONDS : PING_INTERVAL_SECONDS,
     historyMessages: DEFAULTS.HISTORY_MAX_MESSAGES,

@@ -1,6 +1,6 @@
 /**
  * `npm run load -- <scenario> [options]`: runs one load scenario against the
- * service (and, with --baseline, --baseline-bare, --baseline-bare-durable, against the bundled baselines in the
+ * service (and, with --baseline, --baseline-bare, --baseline-bare-durable, --baseline-partyserver, against the bundled baselines in the
  * same invocation), prints a table, and writes JSON and HTML reports.
  */
 import { LOAD_PUSHER_APP, loadPusherRoom } from "./client/pusher-client";
@@ -9,7 +9,8 @@ import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { PING_INTERVAL_SECONDS } from "../../protocol";
 import { ClientPool } from "./client/pool";
-import { USAGE, UsageRequested, baselineOf, baselinePort, estimatedSeconds, parseLoadOptions, targetLabels, totalSockets, type LoadOptions, type ScenarioName, type TargetLabel } from "./options";
+import { storedHistoryRows } from "./kit/stored-rows";
+import { USAGE, UsageRequested, baselineOf, baselinePort, estimatedSeconds, parseLoadOptions, spawnedCeiling, targetLabels, totalSockets, type LoadOptions, type ScenarioName, type TargetLabel } from "./options";
 import { HttpClient } from "./publisher";
 import { renderHtml } from "./report/html";
 import { ProgressLine } from "./report/progress";
@@ -62,7 +63,7 @@ async function resolveTarget(options: LoadOptions, spec: TargetSpec): Promise<{ 
             gate: options.serverGate,
             build: true,
             ...(options.serverDir ? { checkout: options.serverDir } : {}),
-            ...(options.pusher ? { env: { PUSHER_APP_ID: LOAD_PUSHER_APP.id, PUSHER_APP_KEY: LOAD_PUSHER_APP.key, PUSHER_APP_SECRET: LOAD_PUSHER_APP.secret } } : {}),
+            env: launcherEnv(options),
           },
     );
     live.servers.add(spawned);
@@ -71,8 +72,19 @@ async function resolveTarget(options: LoadOptions, spec: TargetSpec): Promise<{ 
   return { address: parseTargetUrl(options.url, options.allowRemote) };
 }
 
+/** The spawned local server's environment: the Pusher app of a --pusher run, the connection ceiling of a run without the accept gate. */
+function launcherEnv(options: LoadOptions): Record<string, string> {
+  const ceiling = spawnedCeiling(options);
+  return {
+    ...(options.pusher ? { PUSHER_APP_ID: LOAD_PUSHER_APP.id, PUSHER_APP_KEY: LOAD_PUSHER_APP.key, PUSHER_APP_SECRET: LOAD_PUSHER_APP.secret } : {}),
+    ...(ceiling === undefined ? {} : { CONNECTION_CEILING: String(ceiling) }),
+  };
+}
+
 /** What a reader must know about a baseline to read its figures. */
 function targetNotes(options: LoadOptions, label: TargetLabel): string[] {
+  const ceiling = label === "ours" && options.spawn ? spawnedCeiling(options) : undefined;
+  if (ceiling !== undefined) return [`local server without its accept gate: connection ceiling set to ${ceiling} descriptors for the run's sockets (the launcher's own is a quarter of its descriptor limit)`];
   const note = label === "ours" ? "" : baselineOf(options, label).note;
   return note ? [note] : [];
 }
@@ -183,6 +195,9 @@ async function runTarget(options: LoadOptions, spec: TargetSpec, hardStopAt: num
       waves: [],
     };
     await SCENARIO_RUNNERS[options.scenario](ctx);
+    // What the rooms wrote per message, counted in their storage (a spawned local server's SQLite files).
+    const storedRows = options.scenario === "fanout" && spawned?.spec.kind === "ours" ? storedHistoryRows(spawned.dataDir) : undefined;
+    if (storedRows !== undefined && (run.summary.published ?? 0) > 0) run.summary.historyRowsStoredPerMessage = storedRows / (run.summary.published as number);
     if (ctx.waves.length) run.waves = ctx.waves;
     if (ctx.latencyCdf) run.latencyCdf = ctx.latencyCdf;
     run.ok = true;

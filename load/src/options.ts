@@ -124,7 +124,8 @@ ${baselineUsage()}
                          to measure a change side by side with the compare benchmark
   --server-gate MODE     the --spawn'ed server's accept gate: auto (the launcher's default: on below 262,144
                          descriptors), on, off. With it on the launcher relays every connection; its CPU is
-                         reported beside workerd's
+                         reported beside workerd's. Off, the tool sets the launcher's connection ceiling to the
+                         run's sockets + 1,024 descriptors (CONNECTION_CEILING in the environment wins)
 
 Shape:
   --sockets N            sockets per room (connect: total) (hard cap ${HARD_SOCKET_CAP} in total)
@@ -320,6 +321,19 @@ function muxProblem(options: LoadOptions): void {
   if (options.scenario !== "connect" && (options.sockets * options.rooms) % options.mux !== 0) {
     throw new Error(`--rooms ${options.rooms} × --sockets ${options.sockets} subscriptions do not divide into connections of --mux ${options.mux}`);
   }
+}
+
+/**
+ * The descriptor ceiling the load tool gives the local server it spawns with `--server-gate off`:
+ * without the gate the launcher admits upgrades up to a quarter of its descriptor limit (5,000 of
+ * 20,000), counting every descriptor workerd holds, so a run of 5,000 sockets would meet it and see
+ * its last upgrades refused with 503 `over_capacity`, where the floors, which have no ceiling,
+ * connect them all. Room for the run's sockets and the storage beside them; a CONNECTION_CEILING of
+ * the caller's own wins. Undefined: the launcher's own.
+ */
+export function spawnedCeiling(options: Pick<LoadOptions, "serverGate" | "scenario" | "sockets" | "rooms" | "mux">, env: NodeJS.ProcessEnv = process.env): number | undefined {
+  if (options.serverGate !== "off" || env.CONNECTION_CEILING !== undefined) return undefined;
+  return totalSockets(options) + 1024;
 }
 
 /** What one run is measured against, in order: "ours", then the name of each baseline asked for. */

@@ -1,7 +1,9 @@
 /**
- * The bare workerd baseline (load/baselines/bare-workerd) speaks enough of the
- * wire protocol for the load tool's clients: run on workerd as the load tool
- * runs it (load/dist/bare-server.js), on a loopback port of its own.
+ * The bare workerd baseline (load/baselines/bare-workerd) and the PartyServer
+ * baseline (load/baselines/partyserver) speak enough of the wire protocol for
+ * the load tool's clients: run on workerd as the load tool runs them
+ * (load/dist/bare-server.js, load/dist/partyserver-server.js), each on a
+ * loopback port of its own.
  */
 import { execFileSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
@@ -14,9 +16,13 @@ import { parseLoadOptions, targetLabels } from "../src/options";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 
-/** The bare baseline as every benchmark starts it (the kit's server start), on a free port of its own. */
+/** A baseline as every benchmark starts it (the kit's server start), on a free port of its own. */
+async function startBaseline(kind: "bare" | "bare-durable" | "partyserver"): Promise<Server> {
+  return Server.start({ kind, port: await freePort() });
+}
+
 async function startBare(durable: boolean): Promise<Server> {
-  return Server.start({ kind: durable ? "bare-durable" : "bare", port: await freePort() });
+  return startBaseline(durable ? "bare-durable" : "bare");
 }
 
 /** Opens a socket and collects every event it receives. */
@@ -155,6 +161,36 @@ describe("the bare workerd baseline", () => {
   }, 90_000);
 });
 
+describe("the PartyServer baseline", () => {
+  it("is a PartyServer room: welcomes a socket, broadcasts each publish as a message event with the room's next seq, and ignores acks and pings", async () => {
+    const party = await startBaseline("partyserver");
+    try {
+      expect(await (await fetch(`${party.url}/healthz`)).json()).toEqual({ ok: true, server: "partyserver" });
+      const a = await subscribe(party, "lobby");
+      const b = await subscribe(party, "lobby");
+      expect(a.events[0]).toMatchObject({ type: "welcome", room: "lobby", seq: 0, window: 1_048_576 });
+      expect(await publish(party, "lobby", '{"n":1}')).toEqual({ status: 200, json: { room: "lobby", seq: 1 } });
+      expect(await publish(party, "lobby", "plain text")).toEqual({ status: 200, json: { room: "lobby", seq: 2 } });
+      for (const s of [a, b]) {
+        await until(() => s.events.length === 3);
+        expect(s.events.slice(1)).toEqual([expect.objectContaining({ type: "message", seq: 1, data: { n: 1 } }), expect.objectContaining({ type: "message", seq: 2, data: "plain text" })]);
+      }
+      // The load client's acks and pings reach onMessage, which answers nothing.
+      a.ws.send(JSON.stringify({ type: "ack", seq: 2, tag: 1 }));
+      a.ws.send("ping");
+      expect(await publish(party, "lobby", "3")).toMatchObject({ json: { seq: 3 } });
+      await until(() => a.events.length === 4);
+      expect(a.texts.includes("pong")).toBe(false);
+      // Another room is another server; a GET is not a publish.
+      expect((await publish(party, "other", "1")).json).toEqual({ room: "other", seq: 1 });
+      expect((await fetch(`${party.url}/rooms/lobby/publish`)).status).toBe(405);
+      for (const s of [a, b]) s.ws.close();
+    } finally {
+      await party.stop();
+    }
+  }, 60_000);
+});
+
 describe("choosing the bare baselines on the command line", () => {
   it("runs ours, then each baseline named, in order; --baseline-only leaves ours out and the Node baseline unless named", () => {
     const labels = (...args: string[]) => targetLabels(parseLoadOptions(["fanout", ...args]));
@@ -163,6 +199,8 @@ describe("choosing the bare baselines on the command line", () => {
     expect(labels("--baseline-only", "--baseline-bare-durable")).toEqual(["bare-durable"]);
     expect(labels("--baseline-only", "--baseline", "--baseline-bare")).toEqual(["baseline", "bare"]);
     expect(labels("--baseline-only")).toEqual(["baseline"]);
+    expect(labels("--baseline-bare", "--baseline-partyserver")).toEqual(["ours", "bare", "partyserver"]);
+    expect(labels("--baseline-only", "--baseline-partyserver")).toEqual(["partyserver"]);
     expect(labels()).toEqual(["ours"]);
   });
 });

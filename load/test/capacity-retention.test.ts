@@ -37,8 +37,8 @@ describe("history rules in the capacity tool", () => {
       CLOUDFLARE_PRICING,
     );
     const [chat, price, others] = cost.groups;
-    expect(chat!.retention).toEqual({ maxMessages: 10_000, maxAgeSeconds: 86_400, rule: "chat:" });
-    expect(price!.retention).toEqual({ maxMessages: 1000, maxAgeSeconds: 60, rule: "price:" });
+    expect(chat!.retention).toEqual({ maxMessages: 10_000, maxAgeSeconds: 86_400, store: true, rule: "chat:" });
+    expect(price!.retention).toEqual({ maxMessages: 1000, maxAgeSeconds: 60, store: true, rule: "price:" });
     expect(others!.retention.rule).toBeNull();
     expect(chat!.rowsWrittenPerMonth).toBeCloseTo(2000 * 0.2 * SECONDS_PER_MONTH);
     // A full ring of 10,000 one-message rows per room, each message its payload, overhead and key entry.
@@ -60,6 +60,38 @@ describe("history rules in the capacity tool", () => {
     expect(coalesced.rowsWrittenPerMonth).toBeCloseTo(long.rowsWrittenPerMonth / 2);
     expect(coalesced.groups[0]!.servedMessages).toBe(120);
     expect(coalesced.storedBytes).toBeCloseTo(2 * long.storedBytes);
+  });
+
+  it("prices an ephemeral rule at no row written and nothing stored, its reach the ring in memory", () => {
+    const ephemeral = parseHistoryRules(JSON.stringify([{ prefix: "price:", store: false, maxMessages: 500 }, { prefix: "chat:", maxMessages: 500 }]));
+    const cost = retentionCost(
+      [
+        { prefix: "price:", rooms: 2000, messagesPerSecond: 5 },
+        { prefix: "chat:", rooms: 2000, messagesPerSecond: 5 },
+      ],
+      { ...inputs, rules: ephemeral, keyBytes: 36 },
+      CLOUDFLARE_PRICING,
+    );
+    const [price, chat] = cost.groups;
+    expect(price!.retention.store).toBe(false);
+    expect(price).toMatchObject({ rowsWrittenPerMonth: 0, storedBytes: 0, rowsPerPage: 0, rowsPerWake: 0 });
+    // The same rooms storing: a row per message, a full ring each.
+    expect(chat!.rowsWrittenPerMonth).toBeCloseTo(2000 * 5 * SECONDS_PER_MONTH);
+    expect(cost.rowsWrittenPerMonth).toBe(chat!.rowsWrittenPerMonth);
+    // 500 messages at 5 msg/s: 100 s of them, within the 120 s bound; keys live beside the ring, for the dedupe window.
+    expect(price!.servedMessages).toBe(500);
+    expect(price!.servedSeconds).toBe(100);
+    expect(price!.dedupeSeconds).toBe(120);
+  });
+
+  it("prices the many-rooms model's ephemeral rooms (--ephemeral) at no row written", async () => {
+    await promisify(execFile)(process.execPath, [`${repo}load/build.mjs`], { timeout: 120_000 });
+    const args = [`${repo}load/dist/capacity.js`, "--connections", "4000", "--room-size", "20", "--msgs-per-conn", "0.25", "--json"];
+    const stored = JSON.parse((await promisify(execFile)(process.execPath, args, { timeout: 60_000 })).stdout) as { cost: { lines: { item: string; quantity: number }[] } };
+    const ephemeral = JSON.parse((await promisify(execFile)(process.execPath, [...args, "--ephemeral"], { timeout: 60_000 })).stdout) as typeof stored;
+    const rows = (r: typeof stored) => r.cost.lines.find((l) => l.item.startsWith("SQLite rows written"))?.quantity;
+    expect(rows(stored)).toBeGreaterThan(0);
+    expect(rows(ephemeral)).toBe(0);
   });
 
   it("prints the section from npm run capacity", async () => {

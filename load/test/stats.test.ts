@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { Histogram } from "../src/stats/histogram";
 import { nearestRank, percentileOfSorted, summarize } from "../src/stats/percentile";
-import { classifyConnectError, isClientSideCause } from "../src/stats/failures";
+import { classifyConnectError, isClientSideCause, refusalCode } from "../src/stats/failures";
 import { SeqSet } from "../src/stats/seq-set";
 
 describe("percentiles (nearest rank)", () => {
@@ -126,5 +126,12 @@ describe("connect failure causes", () => {
     expect(classifyConnectError(Object.assign(new Error("refused"), { code: "ECONNREFUSED" }))).toBe("refused");
     expect(classifyConnectError(new Error("Opening handshake has timed out"))).toBe("timeout");
     expect(isClientSideCause("refused")).toBe(false);
+  });
+
+  it("names a refusal by its JSON body's error, so a server's limit reads apart from its other answers", () => {
+    expect(refusalCode('{"error":"over_capacity","message":"the server is at its connection ceiling; retry later"}')).toBe("over_capacity");
+    expect(classifyConnectError(undefined, 503, refusalCode('{"error":"room_full","message":"…"}'))).toBe("http 503 room_full");
+    for (const body of ["", "not json", '{"error":42}', '{"error":"<script>"}', "[]"]) expect(refusalCode(body), body).toBeUndefined();
+    expect(classifyConnectError(undefined, 503, refusalCode("busy"))).toBe("http 503");
   });
 });

@@ -47,7 +47,13 @@ export class MuxSocket {
       const ws = new WebSocket(url, options.protocols);
       const socket = new MuxSocket(ws, options.autoAck ?? true);
       ws.once("open", () => resolve(socket));
-      ws.once("unexpected-response", (_req, res) => reject(new Error(`upgrade refused: HTTP ${res.statusCode}`)));
+      ws.once("unexpected-response", (_req, res) => {
+        // The refusal's JSON body says which one it was (over_capacity, shutting_down, ...).
+        let body = "";
+        res.on("data", (chunk: Buffer) => (body += chunk.toString()));
+        res.on("end", () => reject(new Error(`upgrade refused: HTTP ${res.statusCode} ${body}`)));
+        res.on("error", () => reject(new Error(`upgrade refused: HTTP ${res.statusCode}`)));
+      });
       ws.once("error", reject);
     });
   }

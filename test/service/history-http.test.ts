@@ -76,8 +76,8 @@ describe("HISTORY_RULES", () => {
     expect(server.output()).toMatch(/"event":"bad_config","var":"HISTORY_RULES","index":2/);
     await publishEach("short:a", 12);
     await publishEach("plain", 12);
-    expect((await stats("short:a")).retention).toEqual({ maxMessages: 5, maxAgeSeconds: 120, rule: "short:" });
-    expect((await stats("plain")).retention).toEqual({ maxMessages: 1000, maxAgeSeconds: 120, rule: null });
+    expect((await stats("short:a")).retention).toEqual({ maxMessages: 5, maxAgeSeconds: 120, store: true, rule: "short:" });
+    expect((await stats("plain")).retention).toEqual({ maxMessages: 1000, maxAgeSeconds: 120, store: true, rule: null });
     const page = (await (await fetch(`${server.url}/rooms/short:a/messages`, { headers: auth })).json()) as HistoryPage;
     expect(page.messages.map((m) => m.seq)).toEqual([12, 11, 10, 9, 8]);
     expect(page.lost).toEqual({ from: 1, to: 7 });

@@ -1,4 +1,5 @@
 import { describe, expect, it, vi } from "vitest";
+import { PUSHER_CACHE_SECONDS, pusherRoom } from "../../protocol/pusher";
 import { MAX_HISTORY_MESSAGES, MAX_HISTORY_RULES, parseHistoryRules, retentionFor } from "../../common/retention";
 import { historyRules, readLimits } from "../../common/settings";
 
@@ -26,12 +27,20 @@ describe("HISTORY_RULES", () => {
   );
 
   it("gives a room the bounds of its longest matching prefix, each bound it leaves out from the defaults", () => {
-    expect(retentionFor("chat:lobby", rules, DEFAULTS)).toEqual({ maxMessages: 10_000, maxAgeSeconds: 86_400, rule: "chat:" });
-    expect(retentionFor("chat:vip:1", rules, DEFAULTS)).toEqual({ maxMessages: 20_000, maxAgeSeconds: 120, rule: "chat:vip:" });
-    expect(retentionFor("price:eur", rules, DEFAULTS)).toEqual({ maxMessages: 1000, maxAgeSeconds: 60, rule: "price:" });
-    expect(retentionFor("lobby", rules, DEFAULTS)).toEqual({ maxMessages: 1000, maxAgeSeconds: 120, rule: null });
+    expect(retentionFor("chat:lobby", rules, DEFAULTS)).toEqual({ maxMessages: 10_000, maxAgeSeconds: 86_400, store: true, rule: "chat:" });
+    expect(retentionFor("chat:vip:1", rules, DEFAULTS)).toEqual({ maxMessages: 20_000, maxAgeSeconds: 120, store: true, rule: "chat:vip:" });
+    expect(retentionFor("price:eur", rules, DEFAULTS)).toEqual({ maxMessages: 1000, maxAgeSeconds: 60, store: true, rule: "price:" });
+    expect(retentionFor("lobby", rules, DEFAULTS)).toEqual({ maxMessages: 1000, maxAgeSeconds: 120, store: true, rule: null });
     // A prefix is the start of the name, not any part of it.
     expect(retentionFor("my-chat:x", rules, DEFAULTS).rule).toBeNull();
+  });
+
+  it("keeps a Pusher cache channel's last event as long as Pusher does, in an ephemeral room too, unless its rule sets an age", () => {
+    const pusher = parseHistoryRules(JSON.stringify([{ prefix: "pusher:", store: false }, { prefix: "pusher:1:cache-short", maxAgeSeconds: 30 }]));
+    expect(retentionFor(pusherRoom("1", "cache-ticker"), pusher, DEFAULTS)).toEqual({ maxMessages: 1000, maxAgeSeconds: PUSHER_CACHE_SECONDS, store: false, rule: "pusher:" });
+    expect(retentionFor(pusherRoom("1", "orders"), pusher, DEFAULTS)).toEqual({ maxMessages: 1000, maxAgeSeconds: 120, store: false, rule: "pusher:" });
+    expect(retentionFor(pusherRoom("1", "cache-short"), pusher, DEFAULTS).maxAgeSeconds).toBe(30);
+    expect(retentionFor(pusherRoom("1", "cache-ticker"), [], DEFAULTS).maxAgeSeconds).toBe(PUSHER_CACHE_SECONDS);
   });
 
   it("reads them once per environment, beside the limits", () => {
@@ -76,6 +85,25 @@ describe("HISTORY_RULES", () => {
       { prefix: "ok:", maxMessages: 10 },
     ]);
     expect(lines.map((l) => l.index)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+  });
+
+  it('reads "store": false as an ephemeral rule, alone or beside bounds, and refuses a store that is not true or false', () => {
+    let parsed: unknown;
+    const entries = [
+      { prefix: "price:", store: false },
+      { prefix: "cursor:", store: false, maxMessages: 20, maxAgeSeconds: 5 },
+      { prefix: "chat:", store: true, maxMessages: 10 },
+      { prefix: "bad:", store: "no" },
+      { prefix: "worse:", store: 0, maxMessages: 5 },
+    ];
+    const lines = badConfigLines(() => (parsed = parseHistoryRules(JSON.stringify(entries))));
+    expect(lines.map((l) => l.index)).toEqual([3, 4]);
+    expect(lines[0]?.problem).toMatch(/store must be true or false/);
+    const rules = parsed as ReturnType<typeof parseHistoryRules>;
+    expect(retentionFor("price:eur", rules, DEFAULTS)).toEqual({ maxMessages: 1000, maxAgeSeconds: 120, store: false, rule: "price:" });
+    expect(retentionFor("cursor:doc1", rules, DEFAULTS)).toEqual({ maxMessages: 20, maxAgeSeconds: 5, store: false, rule: "cursor:" });
+    expect(retentionFor("chat:x", rules, DEFAULTS).store).toBe(true);
+    expect(retentionFor("bad:x", rules, DEFAULTS).store).toBe(true);
   });
 
   it(`keeps at most ${MAX_HISTORY_RULES} rules`, () => {

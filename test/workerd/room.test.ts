@@ -17,23 +17,13 @@ import { PublishKeys } from "../../durable-objects/room/storage/publish-keys";
 import { Publishing } from "../../durable-objects/room/publishing";
 import type { Env } from "../../worker/env";
 import { until } from "../helpers/wait";
+import { openRoomSocket } from "../helpers/workerd/sockets";
 
 const bindings = env as unknown as Env;
 type Entry = { fetch(input: string, init?: RequestInit): Promise<Response> };
 const worker = (exports as unknown as { default: Entry }).default;
 
-async function openSocket(room: string, query = ""): Promise<{ ws: WebSocket; events: ServerEvent[] }> {
-  const res = await worker.fetch(`http://edge.test/rooms/${room}/ws${query}`, { headers: { Upgrade: "websocket" } });
-  expect(res.status).toBe(101);
-  const ws = res.webSocket as WebSocket;
-  const events: ServerEvent[] = [];
-  ws.addEventListener("message", (e) => {
-    const parsed: unknown = JSON.parse(e.data as string);
-    events.push(...((Array.isArray(parsed) ? parsed : [parsed]) as ServerEvent[]));
-  });
-  ws.accept();
-  return { ws, events };
-}
+const openSocket = openRoomSocket;
 
 describe("routes", () => {
   it("validates room names, upgrades and bodies with JSON errors", async () => {

@@ -9,12 +9,35 @@ import { FANOUT_SUBPROTOCOL, parseSubprotocolOffer } from "./subprotocol";
 import { accessTo, grantsOf, verifyToken, type SubscribeClaims } from "../../common/tokens";
 import { isPrivatePusherRoom } from "../../protocol/pusher";
 
-/** Swaps the request the route handler forwards to the room for one with the edge's verdict. */
+/** What the access check leaves the route: the headers it forwards the upgrade with. */
+export type ForwardEnv = { Variables: { forwardHeaders: Headers } };
+
+/**
+ * Sets the headers the route forwards the upgrade with: the client's, less
+ * any edge header it sent itself, plus the edge's verdict. At most one copy,
+ * made here and handed over (an upgrade is on the hot path of every
+ * connect), and none when there is nothing to take out or add (open mode, no
+ * member). The request itself keeps what the client sent, so a route
+ * forwards `forwardedHeaders(c)`, never `c.req.raw.headers`.
+ */
 function forwardWith(c: Context, set: Record<string, string>): void {
-  const headers = new Headers(c.req.raw.headers);
+  const raw = c.req.raw.headers;
+  if (Object.keys(set).length === 0 && !EDGE_HEADERS.some((name) => raw.has(name))) {
+    (c as Context<ForwardEnv>).set("forwardHeaders", raw);
+    return;
+  }
+  const headers = new Headers(raw);
   for (const name of EDGE_HEADERS) headers.delete(name);
   for (const [name, value] of Object.entries(set)) headers.set(name, value);
-  c.req.raw = new Request(c.req.raw, { headers });
+  (c as Context<ForwardEnv>).set("forwardHeaders", headers);
+}
+
+/** The headers an upgrade that passed its access check is forwarded with (possibly the request's own, which cannot change: copy to change them). */
+export function forwardedHeaders(c: Context): Headers {
+  const headers = (c as Context<ForwardEnv>).get("forwardHeaders") as Headers | undefined;
+  // Forwarding the client's own headers would let it claim the edge's verdict: never fall back to them.
+  if (headers === undefined) throw new Error("an upgrade is forwarded only after its access check");
+  return headers;
 }
 
 /**

@@ -1,5 +1,5 @@
 import { encodeHistoryCursor } from "../../../common/history-cursor";
-import type { History, StoredRow } from "./history";
+import type { RoomHistory, StoredRow } from "./room-history";
 
 /**
  * A page of a room's history for `GET /rooms/{room}/messages`
@@ -48,7 +48,7 @@ interface Collected {
   lost: { from: number; to: number } | null;
 }
 
-export function historyPage(history: History, room: string, query: PageQuery, now = Date.now()): PageAnswer {
+export function historyPage(history: RoomHistory, room: string, query: PageQuery, now = Date.now()): PageAnswer {
   if (!history.exists) return { ok: false, status: 404, error: "not_found", message: "no such room: it holds no history" };
   if (query.epoch !== null && query.epoch !== history.epoch) {
     return { ok: false, status: 409, error: "conflict", message: `the room's history started over: its epoch is now ${history.epoch}` };
@@ -73,7 +73,7 @@ export function historyPage(history: History, room: string, query: PageQuery, no
   return { ok: true, body, rowsRead: counter.rowsRead };
 }
 
-function forwardPage(history: History, query: PageQuery, counter: { rowsRead: number }, now: number): Collected {
+function forwardPage(history: RoomHistory, query: PageQuery, counter: { rowsRead: number }, now: number): Collected {
   const latest = history.seq;
   const from = (query.after ?? 0) + 1;
   const end = Math.min(query.before === null ? latest : query.before - 1, latest);
@@ -125,7 +125,7 @@ function forwardPage(history: History, query: PageQuery, counter: { rowsRead: nu
   return result;
 }
 
-function backwardPage(history: History, query: PageQuery, counter: { rowsRead: number }, now: number): Collected {
+function backwardPage(history: RoomHistory, query: PageQuery, counter: { rowsRead: number }, now: number): Collected {
   const latest = history.seq;
   const top = Math.min(query.before === null ? latest : query.before - 1, latest);
   const low = (query.after ?? 0) + 1;

@@ -1,8 +1,9 @@
 import type { BatchLimits } from "../../engine/frames";
 import { tagOf, type Message } from "../../engine/message";
-import type { MessageSource, SourceRead } from "../../engine/stream";
+import type { SourceRead } from "../../engine/stream";
 import type { Run } from "../../engine/frames";
 import type { MetaStore } from "./meta-store";
+import type { HistoryRowSpan, KeyedRow, RoomHistory, StoredRow } from "./room-history";
 import { createLogTable, fitsSize, hasKeysColumn, newestRow, remapRing, storedRing } from "./ring-layout";
 
 /**
@@ -64,7 +65,9 @@ interface RowData extends RowMeta {
  */
 export const ROW_MAX_BYTES = 256 * 1024;
 
-export class History implements MessageSource {
+export class History implements RoomHistory {
+  /** Every flush is written as rows of the room's SQLite storage. */
+  readonly durable = true;
   readonly #sql: SqlStorage;
   readonly #transaction: (write: () => void) => void;
   readonly #meta: MetaStore;
@@ -163,7 +166,7 @@ export class History implements MessageSource {
     ts: number,
     alongside?: () => void,
     keyOf?: (seq: number) => string | undefined,
-  ): { row: number; first: number; last: number }[] {
+  ): HistoryRowSpan[] {
     const records: (RowData & { keys: string })[] = [];
     // A row's keys count against its bytes, so a row stays within ROW_MAX_BYTES whatever its keys.
     const weight = (m: Message): number => m.bytes + (keyOf?.(m.seq)?.length ?? 0);
@@ -513,21 +516,7 @@ export class History implements MessageSource {
 
 }
 
-/** A row as a history page reads it: its seqs, when it was written, and each message's event text. */
-export interface StoredRow {
-  row: number;
-  first: number;
-  last: number;
-  ts: number;
-  events: string[];
-}
-
-/** A row's publish-key entries (publish-keys.ts), each with its message's seq. */
-export interface KeyedRow {
-  row: number;
-  ts: number;
-  entries: { seq: number; entry: string }[];
-}
+export type { KeyedRow, StoredRow } from "./room-history";
 
 /** What a row's `keys` column is read with. */
 interface KeysColumn {

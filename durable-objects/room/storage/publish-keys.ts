@@ -1,5 +1,5 @@
 import { EvictedKeys } from "./evicted-keys";
-import type { History, KeyedRow } from "./history";
+import type { KeyedRow, RoomHistory } from "./room-history";
 
 /**
  * The idempotency keys a room's publishers sent (HTTP `Idempotency-Key`, a
@@ -75,7 +75,7 @@ export function keyedPublish(space: KeySpace, key: string, bodyHash: string): Ke
 }
 
 export class PublishKeys {
-  readonly #history: History;
+  readonly #history: RoomHistory;
   readonly #reachMs: number;
   readonly #rowsRead: (rows: number) => void;
   readonly #byId = new Map<string, Indexed>();
@@ -85,7 +85,7 @@ export class PublishKeys {
   #loaded = false;
 
   /** `reachMs`: PUBLISH_DEDUPE_SECONDS (0: keys are neither kept nor looked up); `rowsRead` counts what rebuilding reads. */
-  constructor(history: History, reachMs: number, rowsRead: (rows: number) => void) {
+  constructor(history: RoomHistory, reachMs: number, rowsRead: (rows: number) => void) {
     this.#history = history;
     this.#reachMs = reachMs;
     this.#rowsRead = rowsRead;
@@ -112,8 +112,13 @@ export class PublishKeys {
 
   /** A flush stored these keyed publishes in `rows` at `ts`. */
   stored(publishes: readonly { publish: KeyedPublish; seq: number }[], rows: readonly { row: number; first: number; last: number }[], ts: number): void {
-    // Before the index is loaded the rows hold them, and loading reads them there.
-    if (!this.enabled || !this.#loaded) return;
+    if (!this.enabled) return;
+    if (!this.#loaded) {
+      // Before the index is loaded the rows hold them, and loading reads them there. An ephemeral
+      // room's history has no rows: its index, in memory from the start, is all there is of its keys.
+      if (this.#history.durable) return;
+      this.#loaded = true;
+    }
     let r = 0;
     for (const { publish, seq } of publishes) {
       while ((rows[r] as { last: number }).last < seq) r += 1;

@@ -4,9 +4,9 @@
  * bound to loopback. Encoded with the local server's serializer.
  */
 
-/** Same runtime settings as the service, so the comparison is of code, not of flags. */
-const COMPATIBILITY_DATE = "2026-04-26";
-const COMPATIBILITY_FLAGS = ["no_web_socket_compression"];
+/** Same runtime settings as the service, so the comparison is of code, not of flags (the PartyServer baseline's too). */
+export const COMPATIBILITY_DATE = "2026-04-26";
+export const COMPATIBILITY_FLAGS = ["no_web_socket_compression"];
 
 export interface BareConfigOptions {
   bundle: string;

@@ -20,6 +20,8 @@ export interface CostAssumptions extends RoomAssumptions {
   sessionSeconds: number;
   /** Worker CPU per request, ms. */
   workerCpuMsPerRequest: number;
+  /** Rooms keep their messages in memory only (HISTORY_RULES `"store": false`): no row written per message, nothing stored. */
+  ephemeral?: boolean;
 }
 
 export interface CostLine {
@@ -65,8 +67,8 @@ export function cloudflareMonthlyCost(w: Workload, costs: UnitCosts, pricing: Pr
   const activeShare = Math.min(1, room.cpuUsPerSecond / 1e6);
   const gbSeconds = rooms * activeShare * pricing.doBilledMemoryGb * month;
 
-  const rowsWritten = publishes * a.rowsWrittenPerMessage;
-  const storedGb = (rooms * historyBytes(w.payloadBytes, a.historyMessages)) / 1e9;
+  const rowsWritten = a.ephemeral ? 0 : publishes * a.rowsWrittenPerMessage;
+  const storedGb = a.ephemeral ? 0 : (rooms * historyBytes(w.payloadBytes, a.historyMessages)) / 1e9;
   const deliveries = deliveriesPerSecond(w) * month;
 
   const lines: CostLine[] = [
@@ -92,7 +94,9 @@ export function cloudflareMonthlyCost(w: Workload, costs: UnitCosts, pricing: Pr
       : "the text heartbeat is not billed (answered by the runtime's auto-response)",
     `incoming socket messages a month: ${fmt(socketPublishes)} publishes, ${fmt(acks)} acks, ${fmt(pings)} heartbeats`,
     `an object is billed ${Math.round(pricing.doBilledMemoryGb * 1000)} MB only while handling: fan-outs and acks take ${fmt(room.cpuUsPerSecond / 1000)} ms per second per room (CPU measured locally, wall ≈ CPU) → active ${(activeShare * 100).toFixed(2)}% of the time`,
-    `${fmt(a.rowsWrittenPerMessage)} SQLite row${a.rowsWrittenPerMessage === 1 ? "" : "s"} written per message (one row per flush), history of ${a.historyMessages} messages per room`,
+    a.ephemeral
+      ? `ephemeral rooms (HISTORY_RULES "store": false): no SQLite row written per message and nothing stored; the last ${a.historyMessages} messages per room kept in memory`
+      : `${fmt(a.rowsWrittenPerMessage)} SQLite row${a.rowsWrittenPerMessage === 1 ? "" : "s"} written per message (one row per flush), history of ${a.historyMessages} messages per room`,
     `Worker CPU ${a.workerCpuMsPerRequest} ms per request`,
   ];
   return { lines, totalUsd: lines.reduce((sum, l) => sum + l.usd, 0), rooms, activeShare, deliveriesPerMonth: deliveries, publishesPerMonth: publishes, assumptions };

@@ -18,7 +18,7 @@ export function retentionSection(cost: RetentionCost, inputs: RetentionInputs): 
   const head = ["rooms", "rule (maxMessages / maxAge)", "rooms", "msg/s each", "rows written/month", "stored", "history reaches", "keys reach", "rows/page", "rows/wake"];
   const lines = cost.groups.map((g) => [
     g.group.prefix === "" ? "* (others)" : g.group.prefix,
-    `${g.retention.rule ?? "defaults"} (${fmt(g.retention.maxMessages)} / ${seconds(g.retention.maxAgeSeconds)})`,
+    `${g.retention.rule ?? "defaults"} (${fmt(g.retention.maxMessages)} / ${seconds(g.retention.maxAgeSeconds)}${g.retention.store ? "" : ", in memory"})`,
     fmt(g.group.rooms),
     fmt(g.group.messagesPerSecond),
     fmt(g.rowsWrittenPerMonth),
@@ -39,5 +39,11 @@ export function retentionSection(cost: RetentionCost, inputs: RetentionInputs): 
     "  A ring keeps maxMessages rows until they are overwritten, whatever its age bound: a short maxAgeSeconds serves less, it stores as much.",
     "  Keys reach min(PUBLISH_DEDUPE_SECONDS, what history keeps); rows read ($0.001/M) are a page's and a wake's only, and cost next to nothing.",
   );
+  if (cost.groups.some((g) => !g.retention.store)) {
+    out.push(
+      '  "in memory": an ephemeral rule ("store": false) writes no row per message and stores nothing; its ring and keys live while the room does',
+      "  (a restart, or an eviction with no socket of its own, starts a new epoch: docs/history.md#ephemeral-rooms).",
+    );
+  }
   return out.join("\n");
 }

@@ -9,8 +9,11 @@
  * overwritten, so a busy room stores maxMessages rows whatever its age bound
  * (the age bound says what is served, not what is kept); a room that empties
  * gives its storage back once its newest message is older than the bound.
+ * An ephemeral room (`"store": false`) writes and stores nothing: its last
+ * maxMessages messages (at most MEMORY_HISTORY_MAX_BYTES) live in memory,
+ * and its keys as long as the room does (memory-history.ts).
  */
-import { retentionFor, type HistoryRule, type Retention } from "../../../common/retention";
+import { MEMORY_HISTORY_MAX_BYTES, retentionFor, type HistoryRule, type Retention } from "../../../common/retention";
 import { overage, SECONDS_PER_MONTH, type Pricing } from "./pricing";
 
 /** Rooms whose names start with `prefix` ("" for every other room), each with `messagesPerSecond`. */
@@ -87,6 +90,22 @@ function groupCost(group: RoomGroup, inputs: RetentionInputs): GroupCost {
   const rowsPerSecond = rate * inputs.rowsPerMessage;
   const keyBytes = inputs.keyBytes > 0 ? inputs.keyBytes + KEY_ENTRY_OVERHEAD_BYTES : 0;
   const messageBytes = inputs.payloadBytes + STORED_OVERHEAD_BYTES + keyBytes;
+  if (!retention.store) {
+    const held = Math.min(retention.maxMessages, Math.floor(MEMORY_HISTORY_MAX_BYTES / (inputs.payloadBytes + STORED_OVERHEAD_BYTES)));
+    const heldSeconds = rate > 0 ? held / rate : Number.POSITIVE_INFINITY;
+    return {
+      group,
+      retention,
+      rowsWrittenPerMonth: 0,
+      storedBytes: 0,
+      servedMessages: rate > 0 ? Math.min(held, rate * retention.maxAgeSeconds) : 0,
+      servedSeconds: Math.min(retention.maxAgeSeconds, heldSeconds),
+      // Keys live in memory beside the ring, not in it: the dedupe window alone bounds them (while the room lives).
+      dedupeSeconds: inputs.keyBytes > 0 ? inputs.dedupeSeconds : 0,
+      rowsPerPage: 0,
+      rowsPerWake: 0,
+    };
+  }
   const ringMessages = retention.maxMessages * messagesPerRow;
   // A ring is full once it has taken maxMessages flushes; rooms that publish keep it full.
   const storedPerRoom = rate > 0 ? ringMessages * messageBytes : 0;

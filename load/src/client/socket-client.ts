@@ -1,7 +1,7 @@
 import { WebSocket } from "ws";
 import { fullJitter } from "../../../common/jitter";
 import { PING, PONG, parseServerFrame, shouldReconnect, type ServerEvent } from "../../../protocol";
-import { classifyConnectError } from "../stats/failures";
+import { classifyConnectError, refusalCode } from "../stats/failures";
 import type { ClientLedger } from "../stats/ledger";
 import type { ClientStats } from "./client-stats";
 import type { WorkerConfig } from "./messages";
@@ -123,9 +123,19 @@ export abstract class SocketClient implements SimulatedClient {
       this.ws = ws;
 
       ws.on("unexpected-response", (_req, res) => {
-        res.resume();
-        finish({ ok: false, cause: classifyConnectError(undefined, res.statusCode) });
-        ws.terminate();
+        // The refusal's body names it (over_capacity, room_full, ...): a limit is not a failure to answer.
+        let body = "";
+        res.setEncoding("utf8");
+        res.on("data", (chunk: string) => {
+          if (body.length < 1024) body += chunk;
+        });
+        const refused = (): void => {
+          finish({ ok: false, cause: classifyConnectError(undefined, res.statusCode, refusalCode(body)) });
+          ws.terminate();
+        };
+        res.once("end", refused);
+        res.once("error", refused);
+        res.once("close", refused);
       });
       ws.on("upgrade", () => {
         this.stats.handshakes++;

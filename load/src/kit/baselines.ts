@@ -59,7 +59,20 @@ const bareBaseline = (durable: boolean): Baseline => ({
   args: (port, workDir) => [join(DIST_DIR, "bare-server.js"), "--port", String(port), "--data", join(workDir, "data"), ...(durable ? ["--durable"] : [])],
 });
 
-export const BASELINES: readonly Baseline[] = [nodeBaseline(false), nodeBaseline(true), bareBaseline(false), bareBaseline(true)];
+/** A peer's room server on the same workerd: PartyServer (pinned in package.json) as its README writes one. */
+const partyserverBaseline: Baseline = {
+  name: "partyserver",
+  title: "the PartyServer baseline",
+  flag: "baseline-partyserver",
+  port: { option: "partyserver-port", default: 18230 },
+  help: "also run against a PartyServer room server (load/baselines/partyserver: partyserver 0.5.10 as its README writes one, hibernation on, publish = onRequest + this.broadcast), on workerd directly",
+  note: "PartyServer baseline: partyserver 0.5.10 as its README writes a room (hibernation on, publish = onRequest + this.broadcast); no acks, window, history or auth",
+  runtime: "workerd",
+  multiplexed: false,
+  args: (port, workDir) => [join(DIST_DIR, "partyserver-server.js"), "--port", String(port), "--data", join(workDir, "data")],
+};
+
+export const BASELINES: readonly Baseline[] = [nodeBaseline(false), nodeBaseline(true), bareBaseline(false), bareBaseline(true), partyserverBaseline];
 
 export function baselineNamed(name: string): Baseline {
   const baseline = BASELINES.find((b) => b.name === name);

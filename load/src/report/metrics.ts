@@ -37,6 +37,7 @@ export const METRICS = {
   kernelTcpMemoryPerConnectionBytes: { label: "kernel TCP memory per connection (both ends)", unit: "bytes", better: "lower" },
   serverFdsPerConnection: { label: "server descriptors per connection", unit: "ratio", better: "lower" },
   published: { label: "messages published (accepted)", unit: "count" },
+  historyRowsStoredPerMessage: { label: "history rows in the rooms' storage per message (SQLite)", unit: "ratio", better: "lower" },
   publishFailures: { label: "publish failures", unit: "count", better: "lower" },
   publishRate: { label: "publish rate achieved (all rooms)", unit: "per-second", better: "higher" },
   publishHttpP99Ms: { label: "publish HTTP p99", unit: "ms", better: "lower" },

@@ -15,7 +15,27 @@ import { cutFrame, runOf, type BatchLimits, type Frame, type Run } from "../../.
 import { messageEvent, TagSource, type Message } from "../../../durable-objects/engine/message";
 import { SocketState } from "../../../durable-objects/engine/socket-state";
 import { Stream, type MessageSource, type SourceRead } from "../../../durable-objects/engine/stream";
+import { exports } from "cloudflare:workers";
 import { until } from "../wait";
+
+/**
+ * A socket of room `room` opened through the project's worker as a client
+ * opens one (`query`: `?since=...&epoch=...`), with every event it receives,
+ * arrays unrolled.
+ */
+export async function openRoomSocket(room: string, query = ""): Promise<{ ws: WebSocket; events: ServerEvent[] }> {
+  const worker = (exports as unknown as { default: { fetch(input: string, init?: RequestInit): Promise<Response> } }).default;
+  const res = await worker.fetch(`http://edge.test/rooms/${room}/ws${query}`, { headers: { Upgrade: "websocket" } });
+  if (res.status !== 101) throw new Error(`upgrade of ${room} answered ${res.status}: ${await res.text()}`);
+  const ws = res.webSocket as WebSocket;
+  const events: ServerEvent[] = [];
+  ws.addEventListener("message", (e) => {
+    const parsed: unknown = JSON.parse(e.data as string);
+    events.push(...((Array.isArray(parsed) ? parsed : [parsed]) as ServerEvent[]));
+  });
+  ws.accept();
+  return { ws, events };
+}
 
 export interface CloseSeen {
   code: number;
