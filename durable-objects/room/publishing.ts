@@ -193,7 +193,6 @@ export class Publishing {
     this.#flush = flush;
     const run = (): void => {
       this.#flush = null;
-      this.#lastFlushAt = Date.now();
       try {
         this.#flushPending();
         flush.resolve();
@@ -201,6 +200,10 @@ export class Publishing {
         // Every publish waiting on this flush gets the error: none is left hanging.
         logEvent("error", { room: this.#stream.room, where: "flush", error: String(error) });
         flush.reject(error);
+      } finally {
+        // Quiet is counted from the end of a fan-out: a publish that arrives just after a long one
+        // (5,000 sends) waits a turn and is coalesced with those that queued meanwhile.
+        this.#lastFlushAt = Date.now();
       }
     };
     if (this.#flushDelayMs === 0 && Date.now() - this.#lastFlushAt >= QUIET_MS) queueMicrotask(run);
