@@ -4,8 +4,11 @@ import { readLimits, type Limits } from "../common/settings";
 import { logEvent } from "../common/log";
 import { utf8Length } from "../common/utf8";
 import { recordPublish } from "./analytics";
-import { connectionAccess, forwardedHeaders, requirePublishKey, subscribeAccess, warnWhenOpen, type ForwardEnv } from "./auth";
+import { connectionAccess, forwardedHeaders, requirePublishKey, subscribeAccess, warnWhenOpen } from "./auth";
 import type { Env } from "./env";
+import type { FanoutAppEnv } from "./app-env";
+
+export type { FanoutAppEnv } from "./app-env";
 import { jsonError, refusedPublish } from "./errors";
 import { coordinatorRoutes } from "./coordinator-routes";
 import { localRoutes } from "./local-routes";
@@ -28,14 +31,6 @@ import { PUSHER_SOCKET_PREFIX } from "../protocol/pusher";
 import { pusherSocket } from "./pusher/socket-route";
 import { pusherApi } from "./pusher/api-routes";
 
-/**
- * The fan-out app's Hono environment: its bindings (`Env`), and what its
- * middleware sets for the routes (the limits read from the vars, the
- * validated room name).
- *
- * @see docs/library.md#the-worker
- */
-export type FanoutAppEnv = { Bindings: Env; Variables: { limits: Limits; room: string } & ForwardEnv["Variables"] };
 
 /**
  * Choices for `createFanoutApp`: which of the service's own pages it serves.

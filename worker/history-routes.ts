@@ -1,7 +1,7 @@
 import type { Hono } from "hono";
 import { readCoordinatorConfig } from "../common/coordinator-config";
 import { shardOf, shardStub } from "../common/coordinator-shards";
-import type { FanoutAppEnv } from "./app";
+import type { FanoutAppEnv } from "./app-env";
 import { jsonError } from "./errors";
 import { parseHistoryQuery } from "./history-query";
 

@@ -3,11 +3,11 @@ import { isValidRoomName } from "../../protocol";
 import type { ServiceTotals } from "../../common/counters";
 import { Pacer } from "../../common/bounded";
 import { logEvent } from "../../common/log";
-import type { Room } from "../room/room";
 import { FANOUT_PAGE_ROOMS, readCoordinatorConfig, type CoordinatorConfig } from "../../common/coordinator-config";
 import { FANOUT_ATTEMPTS, FANOUT_BACKOFF_MS, FANOUT_CONCURRENCY } from "./fan-out-policy";
 import { DeliveredRooms } from "./delivered-rooms";
 import { fanOut, type FanOutResult, type RoomDelivery } from "./fan-out";
+import { roomOf } from "./room-contract";
 import { Directory } from "./directory";
 import { HubRegistry, type HubOccupancy, type HubReport } from "./hub-registry";
 import { Registry, type RegistryQuery, type RoomEntry, type RoomReport } from "./registry";
@@ -91,10 +91,7 @@ export class Coordinator extends DurableObject<Record<string, unknown>> {
     this.#hubs = new HubRegistry(ctx.storage.sql);
     this.#storageSweep = new StorageSweep({
       directory: this.#directory,
-      ask: (room) => {
-        const rooms = this.env.ROOMS as DurableObjectNamespace<Room>;
-        return rooms.get(rooms.idFromName(room)).giveBack();
-      },
+      ask: (room) => roomOf(this.env, room).giveBack(),
       counted: (delta) => this.#totals.add(delta),
     });
     this.#delivered = new DeliveredRooms(ctx.storage.sql);
@@ -222,9 +219,7 @@ export class Coordinator extends DurableObject<Record<string, unknown>> {
     const known = this.#delivered.of(message.key, now);
     const fresh = known.size === 0 ? rooms : rooms.filter((room) => !known.has(room));
     const live = allLive ? null : this.#registry.liveAmong(fresh, now);
-    const namespace = this.env.ROOMS as DurableObjectNamespace<Room>;
-    const send = async (room: string): Promise<RoomDelivery> =>
-      (await namespace.get(namespace.idFromName(room)).publish(message.dataJson, { idempotencyKey: message.key, source: "broadcast" })) as RoomDelivery;
+    const send = (room: string): Promise<RoomDelivery> => roomOf(this.env, room).publish(message.dataJson, { idempotencyKey: message.key, source: "broadcast" });
     // Recorded as they answer, a few hundred at a time: a call cut short still leaves its progress.
     let confirmed: string[] = [];
     const record = (): void => {

@@ -1,7 +1,7 @@
 import type { RoomCounterValues } from "../../protocol";
 import { addCounters, zeroCounters } from "../../common/counters";
 import { logEvent } from "../../common/log";
-import type { GiveBackAnswer } from "../room/storage/storage-reclaim";
+import type { GiveBackAnswer } from "./room-contract";
 import type { Directory } from "./directory";
 
 /** Rooms one sweep asks at most: with one call each, it bounds an invocation's subrequests. */

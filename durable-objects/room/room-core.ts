@@ -31,7 +31,8 @@ import { historyPage, type PageAnswer, type PageQuery } from "./storage/history-
 import { MetaStore } from "./storage/meta-store";
 import { keyedPublish, type KeyedPublish } from "./storage/publish-keys";
 import { RoomStorage, storedRoomName } from "./storage/room-storage";
-import { StorageReclaim, type GiveBackAnswer, type ReclaimHost } from "./storage/storage-reclaim";
+import type { GiveBackAnswer } from "../coordinator/room-contract";
+import { StorageReclaim, type ReclaimHost } from "./storage/storage-reclaim";
 import { webhookTarget } from "./webhooks/webhook-target";
 import { Webhooks, type WebhooksHost } from "./webhooks/webhooks";
 

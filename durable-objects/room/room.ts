@@ -16,11 +16,11 @@ import type {
 import type { PageAnswer, PageQuery } from "./storage/history-pages";
 import type { PublishOptions } from "./publishing";
 import { RoomCore } from "./room-core";
-import type { GiveBackAnswer } from "./storage/storage-reclaim";
+import type { GiveBackAnswer, RoomRpc } from "../coordinator/room-contract";
 
 export type { PublishOptions } from "./publishing";
 export type { PublishOutcome, PublishRefused, PublishResult } from "../engine/publish-outcome";
-export type { GiveBackAnswer } from "./storage/storage-reclaim";
+export type { GiveBackAnswer } from "../coordinator/room-contract";
 
 /** What an instance that knows no name for its room answers (room-core.ts `unnamed`): it ends itself, and a retry finds the room. */
 const RESTARTING = "the room is restarting; retry";
@@ -67,7 +67,7 @@ type Awaitable<T> = T | Promise<T>;
  * @see docs/hooks.md
  * @see docs/library.md
  */
-export class Room<E = Record<string, unknown>, Data extends object = JsonObject> extends SocketObject<E> implements RootRpc {
+export class Room<E = Record<string, unknown>, Data extends object = JsonObject> extends SocketObject<E> implements RootRpc, RoomRpc {
   readonly #core: RoomCore<Data>;
 
   constructor(ctx: DurableObjectState, env: E) {

@@ -7,7 +7,7 @@ import { zeroCounters } from "../../common/counters";
 import type { Coordinator } from "../../durable-objects/coordinator/coordinator";
 import { Directory } from "../../durable-objects/coordinator/directory";
 import { StorageSweep } from "../../durable-objects/coordinator/storage-sweep";
-import type { GiveBackAnswer } from "../../durable-objects/room/storage/storage-reclaim";
+import type { GiveBackAnswer } from "../../durable-objects/coordinator/room-contract";
 import { fanOut, type RoomDelivery } from "../../durable-objects/coordinator/fan-out";
 import { prefixUpperBound, Registry } from "../../durable-objects/coordinator/registry";
 import { decodeCursor, encodeCursor, parseBroadcastBody, parseListQuery } from "../../worker/coordinator/requests";

@@ -2,7 +2,7 @@ import { createMiddleware } from "hono/factory";
 import { PUSHER_API_MAX_BODY_BYTES, PUSHER_API_PREFIX } from "../../protocol/pusher";
 import { pusherSettings, type PusherApp } from "../../common/settings";
 import type { Context } from "hono";
-import type { FanoutAppEnv } from "../app";
+import type { FanoutAppEnv } from "../app-env";
 import { jsonError } from "../errors";
 import { bodyLimits, readBody } from "../request-body";
 import { checkBodyMd5, checkSignedQuery, type Refusal } from "./signed-query";

@@ -3,7 +3,7 @@ import { closeReason } from "../../protocol";
 import { PUSHER_PROTOCOL, PusherCloseCode, pusherFrame } from "../../protocol/pusher";
 import { logEvent } from "../../common/log";
 import { accessSettings, pusherSettings } from "../../common/settings";
-import type { FanoutAppEnv } from "../app";
+import type { FanoutAppEnv } from "../app-env";
 import { jsonError } from "../errors";
 import { openConnection } from "../hub-placement";
 import { originAllowed } from "../auth/origins";

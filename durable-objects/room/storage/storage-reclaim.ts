@@ -1,12 +1,6 @@
 import type { RoomCounterValues } from "../../../protocol";
+import type { GiveBackAnswer } from "../../coordinator/room-contract";
 import { KEY_MIN_AGE_MS } from "./idempotency-keys";
-
-/** What a room answers its coordinator shard when the shard asks whether its storage can go (`Room.giveBack`). */
-export type GiveBackAnswer =
-  /** The storage is gone; `delta`: counters the room had not reported yet, for the service's totals. */
-  | { gone: true; delta: RoomCounterValues | null }
-  /** Not yet: ask again at `due`, or (null) once the room has said when (it has sockets, or webhook events wait). */
-  | { gone: false; due: number | null };
 
 /** What giving a room's storage back needs to know and do. */
 export interface ReclaimHost {
