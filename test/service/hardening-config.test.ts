@@ -7,6 +7,7 @@ import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { mintToken } from "../../common/tokens";
+import { parseServerFrame } from "../../protocol";
 import { privateDirOf, type LocalServer } from "../helpers/server";
 import { managedServers } from "../helpers/servers";
 import { sleep } from "../helpers/wait";
@@ -31,7 +32,9 @@ function welcome(url: string, headers: Record<string, string> = {}): Promise<{ w
     // Refusals as HTTP statuses, which this reads; without the header they are 4001/4003 closes.
     const ws = new WebSocket(url, { headers: { "X-Refusal": "http", ...headers } });
     ws.once("message", (data) => {
-      resolve({ welcome: JSON.parse(data.toString()) as Record<string, unknown> });
+      // The welcome shares its frame with the events after it (docs/protocol.md): it is the frame's first event.
+      const frame = parseServerFrame(data.toString());
+      resolve({ welcome: frame.ok ? ({ ...frame.value[0] } as Record<string, unknown>) : { invalid: data.toString() } });
       ws.terminate();
     });
     ws.once("unexpected-response", (_req, res) => resolve({ status: res.statusCode }));
