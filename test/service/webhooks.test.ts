@@ -167,9 +167,16 @@ describe("webhooks of rooms", () => {
     }
     expect(repeated(receiver)).toEqual([]);
     expect(receiver.eventsOf("orders-outage").map((e) => (e.data as { seq: number }).seq)).toEqual(Array.from({ length: round }, (_, i) => i + 1));
-    const after = await stats("outage-a");
-    expect(after.webhooks).toMatchObject({ pending: 0, failures: 0, lastError: null, deadLetters: 0 });
-    expect(after.webhookFailedRequests).toBeGreaterThan(0);
+    // Delivered, the room may already have given its storage back (its shard asks as soon as nothing holds it,
+    // and nothing pending is the condition): a 404 says that much; a room still there shows it in its stats.
+    const afterResponse = await fetch(`${server.url}/rooms/outage-a`);
+    if (afterResponse.status === 200) {
+      const after = (await afterResponse.json()) as RoomStats;
+      expect(after.webhooks).toMatchObject({ pending: 0, failures: 0, lastError: null, deadLetters: 0 });
+      expect(after.webhookFailedRequests).toBeGreaterThan(0);
+    } else {
+      expect(afterResponse.status).toBe(404);
+    }
     // Delivered and empty, the room gives its storage back.
     await readUntil(async () => (await fetch(`${server.url}/rooms/outage-b`)).status, (s) => s === 404, { what: "outage-b's storage to go", timeoutMs: 40_000 });
   }, 150_000);
